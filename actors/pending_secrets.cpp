@@ -1,0 +1,200 @@
+#include "actors/pending_secrets.hpp"
+
+#include <algorithm>
+
+#include "storage/secret_merge.hpp"
+
+namespace coalesce {
+
+pending_secrets::pending_secrets(std::size_t limit, std::size_t max_batch)
+  : limit_(limit),
+    max_batch_(max_batch != 0 ? max_batch : std::max<std::size_t>(1, limit / 2)) {
+  // nop
+}
+
+pending_secrets::queue_result
+pending_secrets::queue(producer_ticket ticket,
+                       std::vector<secret_write> writes) {
+  waiter w{ticket, {}, 0};
+  for (auto& write : writes)
+    w.held.push_back(held_write{std::move(write), next_sequence_++});
+  w.last_sequence = w.held.empty() ? last_sequence()
+                                   : w.held.back().sequence;
+  auto last = w.last_sequence;
+  while (!w.held.empty()) {
+    switch (admit_front(w.held, true)) {
+      case admission::admitted:
+        continue;
+      case admission::filled_last_slot:
+      case admission::blocked:
+        hold(std::move(w));
+        return {false, last};
+    }
+  }
+  return {true, last};
+}
+
+std::size_t pending_secrets::force_admit(producer_ticket ticket) {
+  auto i = std::find_if(waiters_.begin(), waiters_.end(),
+                        [&](const waiter& w) { return w.ticket == ticket; });
+  if (i == waiters_.end())
+    return 0;
+  auto held = std::move(i->held);
+  waiters_.erase(i);
+  auto admitted = held.size();
+  for (auto& capture : held) {
+    auto key = capture.write.entry.key();
+    unhold(key);
+    admit(std::move(key), std::move(capture));
+  }
+  return admitted;
+}
+
+std::vector<secret_write> pending_secrets::start_batch() {
+  std::vector<secret_write> batch;
+  if (writing_ || unwritten_.empty())
+    return batch;
+  auto size = std::min(max_batch_, unwritten_.size());
+  batch.reserve(size);
+  in_flight_.reserve(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    const auto* key = unwritten_.front();
+    unwritten_.pop_front();
+    const auto& entry = pending_.find(*key)->second;
+    in_flight_.emplace_back(key, entry.version);
+    batch.push_back(entry.row);
+  }
+  writing_ = true;
+  return batch;
+}
+
+std::vector<producer_release> pending_secrets::finish_batch() {
+  std::size_t removed = 0;
+  for (const auto& [key, version] : in_flight_) {
+    auto i = pending_.find(*key);
+    if (i == pending_.end())
+      continue;
+    if (i->second.version == version) {
+      pending_.erase(i);
+      ++removed;
+    } else {
+      // Recaptured during the write: every capture up to `version` is
+      // durable, the newer ones still wait for a later batch.
+      i->second.oldest = std::max(i->second.oldest, version + 1);
+      unwritten_.push_back(&i->first);
+    }
+  }
+  in_flight_.clear();
+  writing_ = false;
+  std::vector<producer_release> released;
+  if (removed == 0)
+    return released;
+  while (!waiters_.empty()) {
+    auto& head = waiters_.front();
+    auto outcome = admission::admitted;
+    while (!head.held.empty() && outcome == admission::admitted)
+      outcome = admit_front(head.held, false);
+    if (outcome != admission::admitted)
+      break; // Still full; it waits for the next batch.
+    released.push_back({head.ticket, head.last_sequence});
+    waiters_.pop_front();
+  }
+  return released;
+}
+
+void pending_secrets::abandon_batch() {
+  // Back to the front, in their order: they are older than anything else.
+  for (auto i = in_flight_.rbegin(); i != in_flight_.rend(); ++i)
+    unwritten_.push_front(i->first);
+  in_flight_.clear();
+  writing_ = false;
+}
+
+std::optional<secret_write>
+pending_secrets::find(const secret_key& key) const {
+  std::optional<secret_write> result;
+  if (auto i = pending_.find(key); i != pending_.end())
+    result = i->second.row;
+  if (held_keys_.count(key) == 0)
+    return result;
+  for (const auto& w : waiters_)
+    for (const auto& capture : w.held)
+      if (capture.write.entry.chat == key.chat
+          && capture.write.entry.sender == key.sender
+          && capture.write.entry.msg_id == key.msg_id)
+        result = storage::apply_capture(result ? &*result : nullptr,
+                                        capture.write);
+  return result;
+}
+
+bool pending_secrets::durable_through(uint64_t sequence) const {
+  for (const auto& [key, entry] : pending_)
+    if (entry.oldest <= sequence)
+      return false;
+  for (const auto& w : waiters_)
+    if (!w.held.empty() && w.held.front().sequence <= sequence)
+      return false;
+  return true;
+}
+
+uint64_t pending_secrets::version_of(const secret_key& key) const {
+  auto i = pending_.find(key);
+  return i == pending_.end() ? 0 : i->second.version;
+}
+
+pending_secrets::admission
+pending_secrets::admit_front(std::deque<held_write>& held,
+                             bool respect_earlier_holds) {
+  auto key = held.front().write.entry.key();
+  if (respect_earlier_holds && !held_keys_.empty()
+      && held_keys_.count(key) > 0)
+    return admission::blocked;
+  auto i = pending_.find(key);
+  bool refresh = i != pending_.end();
+  if (!refresh && pending_.size() >= limit_)
+    return admission::blocked;
+  if (!respect_earlier_holds)
+    unhold(key);
+  if (refresh)
+    merge_into(i->second, std::move(held.front()));
+  else
+    admit(std::move(key), std::move(held.front()));
+  held.pop_front();
+  if (!refresh && pending_.size() == limit_)
+    return admission::filled_last_slot;
+  return admission::admitted;
+}
+
+void pending_secrets::admit(secret_key&& key, held_write&& capture) {
+  auto i = pending_.find(key);
+  if (i == pending_.end()) {
+    auto sequence = capture.sequence;
+    auto added = pending_.emplace(
+      std::move(key), slot{std::move(capture.write), sequence, sequence});
+    unwritten_.push_back(&added.first->first);
+    return;
+  }
+  merge_into(i->second, std::move(capture));
+}
+
+void pending_secrets::merge_into(slot& entry, held_write&& capture) {
+  entry.row = storage::apply_capture(&entry.row, capture.write);
+  entry.version = capture.sequence;
+  entry.oldest = std::min(entry.oldest, capture.sequence);
+}
+
+void pending_secrets::hold(waiter&& w) {
+  for (const auto& capture : w.held)
+    ++held_keys_[capture.write.entry.key()];
+  held_count_ += w.held.size();
+  waiters_.push_back(std::move(w));
+}
+
+void pending_secrets::unhold(const secret_key& key) {
+  --held_count_;
+  auto i = held_keys_.find(key);
+  if (i != held_keys_.end() && --i->second == 0)
+    held_keys_.erase(i);
+}
+
+} // namespace coalesce

@@ -1,0 +1,178 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "messages/secret_entry.hpp"
+
+/// The secret buffer's decisions, as a plain value: which captures are
+/// pending, which producers wait for capacity, what the next batch carries,
+/// and what a finished batch releases. No actors, logging or I/O: the secret
+/// buffer actor routes messages here and carries out what it decides.
+///
+/// Invariants:
+/// - Every capture is pending, held by a waiting producer, or written; never
+///   none of these. A pending entry leaves only when the batch that carried
+///   its current version was written.
+/// - Each capture gets a sequence number on arrival. A pending entry's
+///   version is the number of its newest capture, so a recapture made while
+///   the older value is being written (even byte-identical) has a new version
+///   and survives that batch's clean-up.
+/// - At most one batch is in flight. It carries the current value of up to
+///   `max_batch` keys, oldest first: a later batch therefore carries values
+///   at least as new as any earlier one, and no key waits behind newer ones.
+///   Keeping batches below the limit leaves room to admit the next batch's
+///   entries while one is being written, so the disk never waits for the
+///   buffer between batches.
+/// - The pending map holds at most `limit` keys, except for entries of a dead
+///   producer, which are admitted past it rather than dropped.
+/// - Producers waiting for capacity are admitted in arrival order; a later
+///   capture of a key that an earlier producer still holds waits behind it,
+///   so captures of one key are applied in the order they arrived.
+namespace coalesce {
+
+/// Names one `queue` request while its producer waits for capacity.
+using producer_ticket = uint64_t;
+
+/// A producer whose entries are now all admitted and who may be answered.
+struct producer_release {
+  producer_ticket ticket;
+  /// Sequence number of its newest capture, for answering once durable.
+  uint64_t last_sequence;
+};
+
+class pending_secrets {
+public:
+  /// `max_batch` 0 means half the limit (at least 1).
+  explicit pending_secrets(std::size_t limit, std::size_t max_batch = 0);
+
+  struct queue_result {
+    /// False when the producer must wait: it filled the last slot, or some
+    /// of its entries are held for lack of capacity.
+    bool answer_now;
+    uint64_t last_sequence;
+  };
+
+  /// Admits `writes` in order, stopping when a new key does not fit or when
+  /// one fills the last slot; the rest is held under `ticket`. Refreshing a
+  /// pending key needs no capacity. An empty `writes` is a no-op.
+  queue_result queue(producer_ticket ticket, std::vector<secret_write> writes);
+
+  /// Admits everything held under `ticket` at once, past the limit, and
+  /// forgets the ticket (its producer died). Returns the entries admitted.
+  std::size_t force_admit(producer_ticket ticket);
+
+  /// Snapshots up to `max_batch` pending entries, oldest first, as the next
+  /// batch. Empty when nothing waits to be written or a batch is already in
+  /// flight.
+  std::vector<secret_write> start_batch();
+
+  /// The batch in flight is durable: removes each entry not recaptured since,
+  /// then admits waiting producers in order. Returns those fully admitted.
+  std::vector<producer_release> finish_batch();
+
+  /// The batch in flight failed: everything stays pending for a retry.
+  void abandon_batch();
+
+  /// What the buffer holds for `key`: the pending entry with every held
+  /// capture of it applied in arrival order; nothing when it holds none.
+  std::optional<secret_write> find(const secret_key& key) const;
+
+  /// True when every capture numbered up to `sequence` was written.
+  bool durable_through(uint64_t sequence) const;
+
+  /// The number of the newest capture so far (0 before the first).
+  uint64_t last_sequence() const {
+    return next_sequence_ - 1;
+  }
+
+  bool writing() const {
+    return writing_;
+  }
+
+  /// Whether a batch could start now.
+  bool has_unwritten() const {
+    return !unwritten_.empty();
+  }
+
+  std::size_t size() const {
+    return pending_.size();
+  }
+
+  std::size_t limit() const {
+    return limit_;
+  }
+
+  std::size_t held_entries() const {
+    return held_count_;
+  }
+
+  std::size_t waiting_producers() const {
+    return waiters_.size();
+  }
+
+  /// The version of the pending entry for `key`, 0 when none (tests).
+  uint64_t version_of(const secret_key& key) const;
+
+private:
+  struct slot {
+    secret_write row;
+    /// Sequence number of the newest capture merged into `row`.
+    uint64_t version;
+    /// Lowest sequence number whose capture may not be durable yet.
+    uint64_t oldest;
+  };
+
+  struct held_write {
+    secret_write write;
+    uint64_t sequence;
+  };
+
+  struct waiter {
+    producer_ticket ticket;
+    std::deque<held_write> held;
+    uint64_t last_sequence;
+  };
+
+  enum class admission { admitted, filled_last_slot, blocked };
+
+  /// Admits the front of `held` if it fits. `respect_earlier_holds` makes a
+  /// refresh wait while another producer still holds the same key.
+  admission admit_front(std::deque<held_write>& held,
+                        bool respect_earlier_holds);
+
+  void admit(secret_key&& key, held_write&& capture);
+
+  void merge_into(slot& entry, held_write&& capture);
+
+  void hold(waiter&& w);
+
+  void unhold(const secret_key& key);
+
+  std::size_t limit_;
+  std::size_t max_batch_;
+  uint64_t next_sequence_ = 1;
+  std::unordered_map<secret_key, slot, secret_key_hash> pending_;
+  /// Producers waiting for capacity, in arrival order.
+  std::deque<waiter> waiters_;
+  /// How many held captures each key has, so lookups and refreshes only scan
+  /// the waiters when a key is actually held.
+  std::unordered_map<secret_key, std::size_t, secret_key_hash> held_keys_;
+  std::size_t held_count_ = 0;
+  /// Pending keys not in the batch in flight, in the order they became
+  /// pending (or were recaptured during the write of their older value).
+  /// Points into `pending_` like `in_flight_`.
+  std::deque<const secret_key*> unwritten_;
+  /// (key, version) of each entry the batch in flight carries. The keys
+  /// point into `pending_`: nodes of an unordered_map keep their address
+  /// across rehashing, and only `finish_batch` erases entries.
+  std::vector<std::pair<const secret_key*, uint64_t>> in_flight_;
+  bool writing_ = false;
+};
+
+} // namespace coalesce

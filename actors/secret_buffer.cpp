@@ -1,0 +1,469 @@
+#include "actors/secret_buffer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/pending_secrets.hpp"
+#include "messages/errc.hpp"
+#include "storage/secret_merge.hpp"
+
+namespace coalesce {
+
+namespace {
+
+using ok_promise = caf::typed_response_promise<ok_atom>;
+using lookup_promise = caf::typed_response_promise<secret_lookup>;
+using lookups_promise
+  = caf::typed_response_promise<std::vector<secret_lookup>>;
+using steady_clock = std::chrono::steady_clock;
+
+caf::error check_entry(const secret_entry& entry, std::size_t index) {
+  auto fail = [&](const std::string& what) {
+    return make_error(errc::invalid_secret_entry,
+                      what + " (entry " + std::to_string(index) + ")");
+  };
+  if (entry.chat.empty())
+    return fail("the chat is empty");
+  if (entry.sender.empty())
+    return fail("the sender is empty");
+  if (entry.msg_id.empty())
+    return fail("the msg_id is empty");
+  if (entry.secret.size() != secret_size)
+    return fail("the secret must be " + std::to_string(secret_size)
+                + " bytes, got " + std::to_string(entry.secret.size()));
+  return caf::none;
+}
+
+/// The answer a read after the next flush would give: the stored row with
+/// what the buffer holds for the key applied on top.
+secret_lookup resolve(const stored_secret* stored,
+                      const std::optional<secret_write>& buffered,
+                      int64_t now) {
+  std::optional<secret_write> row;
+  if (stored != nullptr && stored->found)
+    row = stored->row;
+  if (buffered)
+    row = storage::apply_capture(row ? &*row : nullptr, *buffered);
+  if (!row || storage::is_expired(*row, now))
+    return secret_lookup{};
+  return secret_lookup{true, row->entry.secret, row->entry.message_ts};
+}
+
+/// Whether the buffer alone knows the answer: the stored row can change it
+/// only when the buffered message time is unknown or the buffered expiry
+/// has passed (then an older row may still supply either).
+bool answerable_from_buffer(const std::optional<secret_write>& buffered,
+                            int64_t now) {
+  return buffered && buffered->entry.message_ts != 0
+         && !storage::is_expired(*buffered, now);
+}
+
+} // namespace
+
+struct secret_buffer_state {
+  static inline const char* name = "secret_buffer";
+
+  struct waiting_producer {
+    ok_promise promise;
+    caf::actor_addr source;
+  };
+
+  /// A request answered once every capture up to `sequence` is durable.
+  struct durability_waiter {
+    uint64_t sequence;
+    ok_promise promise;
+  };
+
+  explicit secret_buffer_state(caf::local_actor*) : pending(1) {
+    // nop
+  }
+
+  secret_buffer_state(const secret_buffer_state&) = delete;
+  secret_buffer_state& operator=(const secret_buffer_state&) = delete;
+
+  /// CAF 0.17 has no broken-promise error: whoever still waits would wait
+  /// for its timeout, so every parked request is answered here.
+  ~secret_buffer_state() {
+    auto stopped = make_error(errc::service_stopped,
+                              "the secret buffer stopped");
+    for (auto& [ticket, producer] : producers)
+      producer.promise.deliver(stopped);
+    for (auto& waiter : durability_waiters)
+      waiter.promise.deliver(stopped);
+    for (auto& waiter : syncing)
+      waiter.promise.deliver(stopped);
+    for (auto& [id, promise] : single_lookups)
+      promise.deliver(stopped);
+    for (auto& [id, promise] : many_lookups)
+      promise.deliver(stopped);
+  }
+
+  pending_secrets pending;
+  secret_drain_actor drain;
+  secret_reader_actor reader;
+  secret_buffer_options options;
+
+  /// Producers waiting for capacity, by ticket.
+  std::unordered_map<producer_ticket, waiting_producer> producers;
+  producer_ticket next_ticket = 1;
+  /// Producers already monitored: CAF sends one down message per monitor
+  /// call, so each producer is monitored once.
+  std::unordered_set<caf::actor_addr> monitored;
+
+  /// Flushes and post-seal queues whose entries are not durable yet.
+  std::vector<durability_waiter> durability_waiters;
+  /// Waiters whose entries are written, waiting for the WAL sync in flight.
+  std::vector<durability_waiter> syncing;
+  bool sync_in_flight = false;
+
+  /// Lookups waiting for the reader, answered on stop if still open.
+  std::unordered_map<uint64_t, lookup_promise> single_lookups;
+  std::unordered_map<uint64_t, lookups_promise> many_lookups;
+  uint64_t next_lookup = 1;
+
+  /// A drain message is on its way to this actor (a wake-up or a retry).
+  bool drain_scheduled = false;
+  caf::timespan retry_delay{0};
+  steady_clock::time_point batch_started;
+  bool sealed = false;
+  secret_buffer_stats stats;
+};
+
+namespace {
+
+using buffer_pointer
+  = secret_buffer_actor::stateful_pointer<secret_buffer_state>;
+
+void schedule_drain(buffer_pointer self) {
+  auto& st = self->state;
+  if (st.drain_scheduled || st.pending.writing() || !st.pending.has_unwritten())
+    return;
+  st.drain_scheduled = true;
+  // A message, not a direct write: captures already in the mailbox are
+  // admitted first and ride in the same batch.
+  self->send(self, drain_atom::value);
+}
+
+void check_durability(buffer_pointer self);
+
+void answer_producer(buffer_pointer self, ok_promise& promise,
+                     uint64_t last_sequence) {
+  auto& st = self->state;
+  if (!st.sealed) {
+    promise.deliver(ok_atom::value);
+    return;
+  }
+  st.durability_waiters.push_back({last_sequence, std::move(promise)});
+  check_durability(self);
+}
+
+/// Starts a WAL sync for the waiters whose captures are all written.
+void check_durability(buffer_pointer self) {
+  auto& st = self->state;
+  if (st.sync_in_flight || st.durability_waiters.empty())
+    return;
+  auto done = std::stable_partition(
+    st.durability_waiters.begin(), st.durability_waiters.end(),
+    [&](const secret_buffer_state::durability_waiter& w) {
+      return !st.pending.durable_through(w.sequence);
+    });
+  if (done == st.durability_waiters.end())
+    return;
+  std::move(done, st.durability_waiters.end(),
+            std::back_inserter(st.syncing));
+  st.durability_waiters.erase(done, st.durability_waiters.end());
+  st.sync_in_flight = true;
+  self->request(st.drain, caf::infinite, sync_atom::value)
+    .then(
+      [self](ok_atom) {
+        auto& st = self->state;
+        st.sync_in_flight = false;
+        for (auto& waiter : st.syncing)
+          waiter.promise.deliver(ok_atom::value);
+        st.syncing.clear();
+        check_durability(self);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        st.sync_in_flight = false;
+        spdlog::warn("secret buffer: WAL sync failed, {} flush(es) wait for "
+                     "a retry: {}",
+                     st.syncing.size(), self->system().render(err));
+        std::move(st.syncing.begin(), st.syncing.end(),
+                  std::back_inserter(st.durability_waiters));
+        st.syncing.clear();
+        st.drain_scheduled = true;
+        self->delayed_send(self, st.options.retry_base, drain_atom::value);
+      });
+}
+
+void write_batch(buffer_pointer self) {
+  auto& st = self->state;
+  auto batch = st.pending.start_batch();
+  if (batch.empty()) {
+    check_durability(self);
+    return;
+  }
+  auto size = batch.size();
+  st.batch_started = steady_clock::now();
+  self->request(st.drain, caf::infinite, write_atom::value, std::move(batch))
+    .then(
+      [self, size](ok_atom) {
+        auto& st = self->state;
+        auto took = steady_clock::now() - st.batch_started;
+        st.stats.batches_written += 1;
+        st.stats.entries_written += size;
+        st.stats.last_batch_size = size;
+        st.stats.last_write_latency_us
+          = std::chrono::duration_cast<std::chrono::microseconds>(took)
+              .count();
+        st.retry_delay = caf::timespan{0};
+        for (auto& released : st.pending.finish_batch()) {
+          auto i = st.producers.find(released.ticket);
+          if (i == st.producers.end())
+            continue;
+          auto promise = std::move(i->second.promise);
+          st.producers.erase(i);
+          answer_producer(self, promise, released.last_sequence);
+        }
+        check_durability(self);
+        schedule_drain(self);
+      },
+      [self, size](caf::error& err) {
+        auto& st = self->state;
+        st.stats.failed_batches += 1;
+        st.pending.abandon_batch();
+        st.retry_delay = st.retry_delay.count() == 0
+                           ? st.options.retry_base
+                           : std::min(st.retry_delay * 2,
+                                      st.options.retry_max);
+        spdlog::warn("secret buffer: writing a batch of {} entries failed, "
+                     "kept pending, retry in {} ms: {}",
+                     size,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                       st.retry_delay)
+                       .count(),
+                     self->system().render(err));
+        st.drain_scheduled = true;
+        self->delayed_send(self, st.retry_delay, drain_atom::value);
+      });
+}
+
+caf::result<ok_atom> queue_entries(buffer_pointer self,
+                                   std::vector<secret_entry> entries) {
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (auto err = check_entry(entries[i], i))
+      return err;
+  if (entries.empty())
+    return ok_atom::value;
+  auto& st = self->state;
+  auto now = storage::unix_now();
+  std::vector<secret_write> writes;
+  writes.reserve(entries.size());
+  for (auto& entry : entries)
+    writes.push_back(secret_write{std::move(entry), now});
+  auto ticket = st.next_ticket++;
+  auto admitted = st.pending.queue(ticket, std::move(writes));
+  schedule_drain(self);
+  if (admitted.answer_now && !st.sealed)
+    return ok_atom::value;
+  // Before the promise: making it takes the sender out of the message.
+  auto source = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  auto promise = self->make_response_promise<ok_atom>();
+  if (admitted.answer_now) {
+    answer_producer(self, promise, admitted.last_sequence);
+    return promise;
+  }
+  if (source && st.monitored.insert(source).second)
+    self->monitor(source);
+  st.producers.emplace(ticket, secret_buffer_state::waiting_producer{
+                                 std::move(promise), source});
+  return st.producers.at(ticket).promise;
+}
+
+/// A waiting producer died: its held entries must not be lost with it.
+void on_producer_down(buffer_pointer self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  st.monitored.erase(msg.source);
+  std::size_t rescued = 0;
+  for (auto i = st.producers.begin(); i != st.producers.end();) {
+    if (i->second.source == msg.source) {
+      rescued += st.pending.force_admit(i->first);
+      i = st.producers.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  if (rescued == 0)
+    return;
+  st.stats.force_buffered += rescued;
+  spdlog::warn("secret buffer: producer {} died while waiting for capacity; "
+               "force-buffered {} entries past the high-water mark",
+               to_string(msg.source), rescued);
+  schedule_drain(self);
+  check_durability(self);
+}
+
+secret_buffer_actor::behavior_type
+secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
+              secret_drain_actor drain, secret_reader_actor reader,
+              secret_buffer_options options) {
+  auto& st = self->state;
+  st.pending = pending_secrets{options.pending_limit, options.max_batch};
+  st.drain = std::move(drain);
+  st.reader = std::move(reader);
+  st.options = options;
+  self->set_down_handler(
+    [self](caf::down_msg& msg) { on_producer_down(self, msg); });
+  return {
+    [self](queue_atom, std::vector<secret_entry>& entries) {
+      return queue_entries(self, std::move(entries));
+    },
+    [self](queue_atom, secret_entry& entry) {
+      std::vector<secret_entry> entries;
+      entries.push_back(std::move(entry));
+      return queue_entries(self, std::move(entries));
+    },
+    [self](lookup_atom,
+           const secret_key& key) -> caf::result<secret_lookup> {
+      auto& st = self->state;
+      auto now = storage::unix_now();
+      auto buffered = st.pending.find(key);
+      if (answerable_from_buffer(buffered, now))
+        return resolve(nullptr, buffered, now);
+      auto id = st.next_lookup++;
+      auto promise = self->make_response_promise<secret_lookup>();
+      st.single_lookups.emplace(id, promise);
+      self
+        ->request(st.reader, caf::infinite, read_atom::value,
+                  std::vector<secret_key>{key})
+        .then(
+          [self, id, buffered](std::vector<stored_secret>& rows) {
+            auto& st = self->state;
+            auto i = st.single_lookups.find(id);
+            i->second.deliver(
+              resolve(&rows.front(), buffered, storage::unix_now()));
+            st.single_lookups.erase(i);
+          },
+          [self, id](caf::error& err) {
+            auto& st = self->state;
+            auto i = st.single_lookups.find(id);
+            i->second.deliver(std::move(err));
+            st.single_lookups.erase(i);
+          });
+      return promise;
+    },
+    [self](lookup_atom, const std::vector<secret_key>& keys)
+      -> caf::result<std::vector<secret_lookup>> {
+      auto& st = self->state;
+      auto now = storage::unix_now();
+      std::vector<std::optional<secret_write>> buffered;
+      std::vector<secret_lookup> answers(keys.size());
+      std::vector<secret_key> to_read;
+      std::vector<std::size_t> read_index;
+      buffered.reserve(keys.size());
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        buffered.push_back(st.pending.find(keys[i]));
+        if (answerable_from_buffer(buffered[i], now)) {
+          answers[i] = resolve(nullptr, buffered[i], now);
+        } else {
+          to_read.push_back(keys[i]);
+          read_index.push_back(i);
+        }
+      }
+      if (to_read.empty())
+        return answers;
+      auto id = st.next_lookup++;
+      auto promise = self->make_response_promise<std::vector<secret_lookup>>();
+      st.many_lookups.emplace(id, promise);
+      self->request(st.reader, caf::infinite, read_atom::value, to_read)
+        .then(
+          [self, id, answers, buffered,
+           read_index](std::vector<stored_secret>& rows) mutable {
+            auto& st = self->state;
+            auto now = storage::unix_now();
+            for (std::size_t j = 0; j < read_index.size(); ++j) {
+              auto i = read_index[j];
+              answers[i] = resolve(&rows[j], buffered[i], now);
+            }
+            auto k = st.many_lookups.find(id);
+            k->second.deliver(std::move(answers));
+            st.many_lookups.erase(k);
+          },
+          [self, id](caf::error& err) {
+            auto& st = self->state;
+            auto k = st.many_lookups.find(id);
+            k->second.deliver(std::move(err));
+            st.many_lookups.erase(k);
+          });
+      return promise;
+    },
+    [self](flush_atom) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      auto promise = self->make_response_promise<ok_atom>();
+      st.durability_waiters.push_back({st.pending.last_sequence(), promise});
+      schedule_drain(self);
+      check_durability(self);
+      return promise;
+    },
+    [self](seal_atom) {
+      auto& st = self->state;
+      if (!st.sealed) {
+        st.sealed = true;
+        st.stats.sealed = true;
+        spdlog::info("secret buffer: sealed with {} pending entries; every "
+                     "later queue writes inline",
+                     st.pending.size());
+      }
+      return ok_atom::value;
+    },
+    [self](stats_atom) {
+      auto& st = self->state;
+      auto stats = st.stats;
+      stats.pending = st.pending.size();
+      stats.waiting_producers = st.pending.waiting_producers();
+      stats.held_entries = st.pending.held_entries();
+      return stats;
+    },
+    [self](drain_atom) {
+      auto& st = self->state;
+      st.drain_scheduled = false;
+      write_batch(self);
+    },
+  };
+}
+
+} // namespace
+
+secret_buffer_actor spawn_secret_buffer(caf::actor_system& sys,
+                                        secret_drain_actor drain,
+                                        secret_reader_actor reader,
+                                        secret_buffer_options options) {
+  return sys.spawn(secret_buffer, std::move(drain), std::move(reader),
+                   options);
+}
+
+secret_service spawn_secret_service(caf::actor_system& sys,
+                                    std::shared_ptr<storage::database> db,
+                                    secret_buffer_options options) {
+  secret_service service;
+  service.drain = sys.spawn<caf::detached>(secret_drain_worker, db);
+  service.reader = sys.spawn<caf::detached>(secret_reader, db);
+  service.buffer = spawn_secret_buffer(sys, service.drain, service.reader,
+                                       options);
+  service.buffer->attach_functor(
+    [drain = service.drain, reader = service.reader](const caf::error&) {
+      caf::anon_send_exit(drain, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(reader, caf::exit_reason::user_shutdown);
+    });
+  return service;
+}
+
+} // namespace coalesce

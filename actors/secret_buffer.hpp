@@ -1,0 +1,106 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/timespan.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/secret_store_actors.hpp"
+#include "messages/atoms.hpp"
+#include "messages/secret_buffer_stats.hpp"
+#include "messages/secret_entry.hpp"
+
+/// The message-secret write-behind buffer.
+///
+/// A captured secret is readable the moment `queue` is answered, and becomes
+/// durable when the drain worker has written the batch that carries it. The
+/// buffer splits visibility from durability: producers pay for an actor
+/// message, not for an fsync, and a burst of captures coalesces into one
+/// RocksDB write batch.
+///
+/// Guarantees:
+/// - A queued secret is always visible to `lookup`: from the buffer until the
+///   batch carrying it was written, from RocksDB afterwards; never from
+///   neither. `lookup` answers what a read after the next flush would.
+/// - One batch is in flight at a time; entries queued meanwhile go into the
+///   next one. A recapture of a key during a write survives that write.
+/// - Duplicates coalesce, merging retention metadata as sequential writes
+///   would (storage/secret_merge.hpp).
+/// - At most `pending_limit` distinct keys are pending. A producer whose
+///   entries do not all fit, or whose entry filled the last slot, is answered
+///   only once all its entries are admitted, after batches free capacity.
+///   Held entries are already readable.
+/// - Nothing that reached the buffer is discarded: a waiting producer that
+///   dies has its held entries admitted past the limit; a failed batch stays
+///   pending and is retried with exponential backoff.
+/// - `flush` is answered once everything queued before it is durable (the
+///   flush ends with a WAL sync, whatever the durability mode). After `seal`,
+///   every `queue` is answered only once its entries are durable.
+/// - Invalid entries (an empty chat, sender or msg_id, or a secret that is
+///   not 32 bytes) are answered with `errc::invalid_secret_entry`; nothing of
+///   that request is stored.
+/// - When the buffer stops, every request still parked is answered with
+///   `errc::service_stopped`.
+///
+/// What a crash can lose: entries not yet written (at most the pending limit
+/// plus what producers hold). With durability `synced` a written batch
+/// survives a power loss; with `buffered` it survives a process crash, and a
+/// power loss may lose the batches written since the last WAL sync.
+namespace coalesce {
+
+using secret_buffer_actor = caf::typed_actor<
+  /// Captures entries; answered once they are admitted (after `seal`: once
+  /// they are durable). An empty vector is a no-op.
+  caf::replies_to<queue_atom, std::vector<secret_entry>>::with<ok_atom>,
+  caf::replies_to<queue_atom, secret_entry>::with<ok_atom>,
+  caf::replies_to<lookup_atom, secret_key>::with<secret_lookup>,
+  /// Many keys in one message, for remote callers; answers in key order.
+  caf::replies_to<lookup_atom, std::vector<secret_key>>::with<
+    std::vector<secret_lookup>>,
+  caf::replies_to<flush_atom>::with<ok_atom>,
+  caf::replies_to<seal_atom>::with<ok_atom>,
+  caf::replies_to<stats_atom>::with<secret_buffer_stats>,
+  /// Writes what is pending now (also the buffer's own wake-up and retry).
+  caf::reacts_to<drain_atom>>;
+
+struct secret_buffer_options {
+  /// Distinct pending keys before producers wait. A live stream drains long
+  /// before this; the cap keeps a stalled disk from turning write-behind into
+  /// unbounded memory.
+  std::size_t pending_limit = 4096;
+  /// Entries one batch carries at most; 0 means half the pending limit, so
+  /// the next batch's entries are admitted while one is being written.
+  std::size_t max_batch = 0;
+  /// First delay before a failed batch is retried; doubles per failure.
+  caf::timespan retry_base = std::chrono::milliseconds{10};
+  /// Longest delay between retries of a failed batch.
+  caf::timespan retry_max = std::chrono::seconds{2};
+};
+
+/// Spawns the buffer as a scheduled actor over the given workers. Tests
+/// pass workers spawned as scheduled actors, so the deterministic test
+/// coordinator sees every message.
+secret_buffer_actor spawn_secret_buffer(caf::actor_system& sys,
+                                        secret_drain_actor drain,
+                                        secret_reader_actor reader,
+                                        secret_buffer_options options);
+
+/// The buffer with its drain worker and reader, as production runs them.
+struct secret_service {
+  secret_buffer_actor buffer;
+  secret_drain_actor drain;
+  secret_reader_actor reader;
+};
+
+/// Spawns the drain worker and the reader detached over `db`, and the buffer
+/// on top. The workers stop when the buffer stops.
+secret_service spawn_secret_service(caf::actor_system& sys,
+                                    std::shared_ptr<storage::database> db,
+                                    secret_buffer_options options);
+
+} // namespace coalesce

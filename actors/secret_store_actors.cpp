@@ -1,0 +1,42 @@
+#include "actors/secret_store_actors.hpp"
+
+#include <caf/all.hpp>
+
+#include "storage/database.hpp"
+#include "storage/secret_store.hpp"
+
+namespace coalesce {
+
+secret_drain_actor::behavior_type
+secret_drain_worker(secret_drain_actor::pointer,
+                    std::shared_ptr<storage::database> db) {
+  return {
+    [db](write_atom,
+         const std::vector<secret_write>& batch) -> caf::result<ok_atom> {
+      if (auto err = storage::write_secrets(*db, batch))
+        return err;
+      return ok_atom::value;
+    },
+    [db](sync_atom) -> caf::result<ok_atom> {
+      if (auto err = db->sync_wal())
+        return err;
+      return ok_atom::value;
+    },
+  };
+}
+
+secret_reader_actor::behavior_type
+secret_reader(secret_reader_actor::pointer,
+              std::shared_ptr<storage::database> db) {
+  return {
+    [db](read_atom, const std::vector<secret_key>& keys)
+      -> caf::result<std::vector<stored_secret>> {
+      auto rows = storage::read_secrets(*db, keys);
+      if (!rows)
+        return std::move(rows.error());
+      return std::move(*rows);
+    },
+  };
+}
+
+} // namespace coalesce

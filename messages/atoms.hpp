@@ -1,0 +1,23 @@
+#pragma once
+
+#include <caf/atom.hpp>
+
+/// Every verb coalesce's actors understand. Atoms are part of the wire format
+/// between nodes: rename one and older nodes stop understanding newer ones.
+/// CAF 0.17 limits atom text to 10 characters. Verbs CAF already defines
+/// (`caf::flush_atom`, `caf::ok_atom`, ...) are reused rather than redefined.
+namespace coalesce {
+
+using caf::flush_atom;
+using caf::ok_atom;
+
+using queue_atom = caf::atom_constant<caf::atom("queue")>;
+using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
+using seal_atom = caf::atom_constant<caf::atom("seal")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using write_atom = caf::atom_constant<caf::atom("write")>;
+using sync_atom = caf::atom_constant<caf::atom("sync")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+
+} // namespace coalesce

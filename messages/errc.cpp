@@ -1,0 +1,58 @@
+#include "messages/errc.hpp"
+
+namespace coalesce {
+
+std::string to_string(errc x) {
+  switch (x) {
+    case errc::invalid_secret_entry:
+      return "invalid_secret_entry";
+    case errc::storage_failed:
+      return "storage_failed";
+    case errc::corrupt_record:
+      return "corrupt_record";
+    case errc::service_stopped:
+      return "service_stopped";
+    case errc::shutting_down:
+      return "shutting_down";
+    case errc::unsupported_format:
+      return "unsupported_format";
+  }
+  return "errc(" + std::to_string(static_cast<int>(x)) + ")";
+}
+
+std::string describe(errc x) {
+  switch (x) {
+    case errc::invalid_secret_entry:
+      return "invalid secret entry";
+    case errc::storage_failed:
+      return "storage failed";
+    case errc::corrupt_record:
+      return "corrupt record in the database";
+    case errc::service_stopped:
+      return "the service stopped before answering";
+    case errc::shutting_down:
+      return "the node is shutting down";
+    case errc::unsupported_format:
+      return "the database has an unsupported format";
+  }
+  return to_string(x);
+}
+
+caf::error make_error(errc x) {
+  return caf::error{static_cast<uint8_t>(x), errc_category};
+}
+
+caf::error make_error(errc x, std::string context) {
+  return caf::error{static_cast<uint8_t>(x), errc_category,
+                    caf::make_message(std::move(context))};
+}
+
+std::string render_errc(uint8_t code, caf::atom_value,
+                        const caf::message& ctx) {
+  auto result = describe(static_cast<errc>(code));
+  if (ctx.match_elements<std::string>())
+    result += ": " + ctx.get_as<std::string>(0);
+  return result;
+}
+
+} // namespace coalesce

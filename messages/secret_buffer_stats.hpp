@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+
+#include <caf/meta/type_name.hpp>
+
+namespace coalesce {
+
+/// Counters of the secret buffer, answered to `stats`. Cumulative counters
+/// start at 0 when the buffer starts; gauges describe the moment of the reply.
+struct secret_buffer_stats {
+  /// Distinct keys waiting to be written (gauge).
+  uint64_t pending = 0;
+  /// Producers whose `queue` is not answered yet because the buffer is full
+  /// (gauge).
+  uint64_t waiting_producers = 0;
+  /// Entries those producers still hold back for lack of capacity (gauge).
+  uint64_t held_entries = 0;
+  /// Batches RocksDB accepted.
+  uint64_t batches_written = 0;
+  /// Entries carried by those batches.
+  uint64_t entries_written = 0;
+  /// Batches RocksDB refused; their entries stayed pending and were retried.
+  uint64_t failed_batches = 0;
+  /// Size of the last batch RocksDB accepted.
+  uint64_t last_batch_size = 0;
+  /// How long that batch took, from sending it to the drain worker to its
+  /// answer, in microseconds.
+  uint64_t last_write_latency_us = 0;
+  /// Entries admitted past the high-water mark because their producer died
+  /// while waiting for capacity.
+  uint64_t force_buffered = 0;
+  /// Whether `seal` was received: every later `queue` is answered only once
+  /// its entries are durable.
+  bool sealed = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, secret_buffer_stats& x) {
+  return f(caf::meta::type_name("secret_buffer_stats"), x.pending,
+           x.waiting_producers, x.held_entries, x.batches_written,
+           x.entries_written, x.failed_batches, x.last_batch_size,
+           x.last_write_latency_us, x.force_buffered, x.sealed);
+}
+
+} // namespace coalesce

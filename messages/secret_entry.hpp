@@ -1,0 +1,121 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+/// The message secrets that travel between coalesce's actors and nodes.
+///
+/// Times are unix seconds. A secret travels as a byte vector rather than a
+/// fixed array so that a wrong length reaches the buffer, which answers it
+/// with an error, instead of being cut or padded by the serializer.
+namespace coalesce {
+
+/// Bytes a message secret has; anything else is rejected at `queue`.
+constexpr std::size_t secret_size = 32;
+
+/// Names one secret: the chat, the sender, and the message id within them.
+struct secret_key {
+  std::string chat;
+  std::string sender;
+  std::string msg_id;
+
+  friend bool operator==(const secret_key& x, const secret_key& y) {
+    return x.chat == y.chat && x.sender == y.sender && x.msg_id == y.msg_id;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, secret_key& x) {
+  return f(caf::meta::type_name("secret_key"), x.chat, x.sender, x.msg_id);
+}
+
+/// One captured secret with its retention metadata.
+struct secret_entry {
+  std::string chat;
+  std::string sender;
+  std::string msg_id;
+  std::vector<uint8_t> secret;
+  /// When the row may be purged; 0 keeps it forever.
+  int64_t expires_at = 0;
+  /// When the message the secret belongs to was sent; 0 when unknown.
+  int64_t message_ts = 0;
+
+  secret_key key() const {
+    return {chat, sender, msg_id};
+  }
+
+  friend bool operator==(const secret_entry& x, const secret_entry& y) {
+    return x.chat == y.chat && x.sender == y.sender && x.msg_id == y.msg_id
+           && x.secret == y.secret && x.expires_at == y.expires_at
+           && x.message_ts == y.message_ts;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, secret_entry& x) {
+  return f(caf::meta::type_name("secret_entry"), x.chat, x.sender, x.msg_id,
+           x.secret, x.expires_at, x.message_ts);
+}
+
+/// A secret on its way to RocksDB: the entry plus the moment the buffer
+/// captured it. The capture time decides whether an older stored row still
+/// counts when the two are merged (a row that had already expired then is
+/// treated as absent), so the merge never depends on compaction timing.
+struct secret_write {
+  secret_entry entry;
+  int64_t captured_at = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, secret_write& x) {
+  return f(caf::meta::type_name("secret_write"), x.entry, x.captured_at);
+}
+
+/// The answer to a lookup: the secret and its message time, or not found.
+/// Expired rows are answered as not found.
+struct secret_lookup {
+  bool found = false;
+  std::vector<uint8_t> secret;
+  int64_t message_ts = 0;
+
+  friend bool operator==(const secret_lookup& x, const secret_lookup& y) {
+    return x.found == y.found && x.secret == y.secret
+           && x.message_ts == y.message_ts;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, secret_lookup& x) {
+  return f(caf::meta::type_name("secret_lookup"), x.found, x.secret,
+           x.message_ts);
+}
+
+/// A row as RocksDB holds it after merging, expired or not; `found` is false
+/// when no row exists. Carries the capture time so the buffer can merge a
+/// pending entry onto it exactly as the merge operator would.
+struct stored_secret {
+  bool found = false;
+  secret_write row;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stored_secret& x) {
+  return f(caf::meta::type_name("stored_secret"), x.found, x.row);
+}
+
+struct secret_key_hash {
+  std::size_t operator()(const secret_key& x) const noexcept {
+    std::hash<std::string> h;
+    auto seed = h(x.chat);
+    seed ^= h(x.sender) + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+    seed ^= h(x.msg_id) + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+    return seed;
+  }
+};
+
+} // namespace coalesce

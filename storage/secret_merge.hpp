@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+
+#include "messages/secret_entry.hpp"
+
+/// How captures of one secret combine: the single definition shared by the
+/// RocksDB merge operator, the buffer's coalescing of duplicates, and the
+/// buffer's answers to lookups, so the three can never disagree.
+///
+/// A capture applied on an existing row keeps the capture's secret and merges
+/// retention metadata the way sequential writes would:
+/// - never-expire (0) wins over any expiry, otherwise the later expiry wins;
+/// - a known `message_ts` is never replaced by an unknown (0) one, and
+///   between two known values the later capture's wins.
+/// An existing row that had already expired when the capture was made counts
+/// as absent, so the result does not depend on whether a compaction purged
+/// that row before the capture was merged.
+///
+/// Applying the same capture twice gives the same row as applying it once,
+/// which makes a retried batch harmless.
+namespace coalesce::storage {
+
+int64_t merge_expiry(int64_t existing, int64_t incoming);
+
+int64_t merge_message_ts(int64_t existing, int64_t incoming);
+
+/// True when `row` may no longer be read at `now` (unix seconds).
+bool is_expired(const secret_write& row, int64_t now);
+
+/// The row that `capture` leaves when applied on `existing` (nullptr when no
+/// row exists). The result keeps the capture time of the oldest capture that
+/// still counts, so a coalesced run of captures merges onto a stored row
+/// exactly as the captures one by one would.
+secret_write apply_capture(const secret_write* existing,
+                           const secret_write& capture);
+
+/// Unix seconds from the system clock.
+int64_t unix_now();
+
+} // namespace coalesce::storage
