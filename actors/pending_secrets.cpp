@@ -58,34 +58,40 @@ std::vector<secret_write> pending_secrets::start_batch() {
   batch.reserve(size);
   in_flight_.reserve(size);
   for (std::size_t i = 0; i < size; ++i) {
-    const auto* key = unwritten_.front();
+    auto* entry = unwritten_.front();
     unwritten_.pop_front();
-    const auto& entry = pending_.find(*key)->second;
-    in_flight_.emplace_back(key, entry.version);
-    batch.push_back(entry.row);
+    in_flight_.emplace_back(entry, entry->second.version);
+    batch.push_back(entry->second.row);
   }
   writing_ = true;
   return batch;
 }
 
+void pending_secrets::batch_written() {
+  written_.insert(written_.end(), in_flight_.begin(), in_flight_.end());
+  in_flight_.clear();
+  writing_ = false;
+}
+
 std::vector<producer_release> pending_secrets::finish_batch() {
+  batch_written();
+  return release_written();
+}
+
+std::vector<producer_release> pending_secrets::release_written() {
   std::size_t removed = 0;
-  for (const auto& [key, version] : in_flight_) {
-    auto i = pending_.find(*key);
-    if (i == pending_.end())
-      continue;
-    if (i->second.version == version) {
-      pending_.erase(i);
+  for (auto [entry, version] : written_) {
+    if (entry->second.version == version) {
+      pending_.erase(entry->first);
       ++removed;
     } else {
       // Recaptured during the write: every capture up to `version` is
       // durable, the newer ones still wait for a later batch.
-      i->second.oldest = std::max(i->second.oldest, version + 1);
-      unwritten_.push_back(&i->first);
+      entry->second.oldest = std::max(entry->second.oldest, version + 1);
+      unwritten_.push_back(entry);
     }
   }
-  in_flight_.clear();
-  writing_ = false;
+  written_.clear();
   std::vector<producer_release> released;
   if (removed == 0)
     return released;
@@ -171,7 +177,7 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
     auto sequence = capture.sequence;
     auto added = pending_.emplace(
       std::move(key), slot{std::move(capture.write), sequence, sequence});
-    unwritten_.push_back(&added.first->first);
+    unwritten_.push_back(&*added.first);
     return;
   }
   merge_into(i->second, std::move(capture));

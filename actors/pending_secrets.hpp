@@ -72,8 +72,16 @@ public:
   /// flight.
   std::vector<secret_write> start_batch();
 
-  /// The batch in flight is durable: removes each entry not recaptured since,
-  /// then admits waiting producers in order. Returns those fully admitted.
+  /// The batch in flight is durable; the next one may start at once. Its
+  /// entries stay pending until `release_written`, so starting the next batch
+  /// first keeps the disk busy while the clean-up runs.
+  void batch_written();
+
+  /// Removes each written entry not recaptured since, then admits waiting
+  /// producers in order. Returns those fully admitted.
+  std::vector<producer_release> release_written();
+
+  /// `batch_written` and `release_written` in one step.
   std::vector<producer_release> finish_batch();
 
   /// The batch in flight failed: everything stays pending for a retry.
@@ -128,6 +136,12 @@ private:
     uint64_t oldest;
   };
 
+  using pending_map = std::unordered_map<secret_key, slot, secret_key_hash>;
+
+  /// A pending entry by address: nodes of an unordered_map keep their
+  /// address across rehashing, and only `release_written` erases entries.
+  using entry_ref = pending_map::value_type*;
+
   struct held_write {
     secret_write write;
     uint64_t sequence;
@@ -157,21 +171,21 @@ private:
   std::size_t limit_;
   std::size_t max_batch_;
   uint64_t next_sequence_ = 1;
-  std::unordered_map<secret_key, slot, secret_key_hash> pending_;
+  pending_map pending_;
   /// Producers waiting for capacity, in arrival order.
   std::deque<waiter> waiters_;
   /// How many held captures each key has, so lookups and refreshes only scan
   /// the waiters when a key is actually held.
   std::unordered_map<secret_key, std::size_t, secret_key_hash> held_keys_;
   std::size_t held_count_ = 0;
-  /// Pending keys not in the batch in flight, in the order they became
+  /// Pending entries not in the batch in flight, in the order they became
   /// pending (or were recaptured during the write of their older value).
-  /// Points into `pending_` like `in_flight_`.
-  std::deque<const secret_key*> unwritten_;
-  /// (key, version) of each entry the batch in flight carries. The keys
-  /// point into `pending_`: nodes of an unordered_map keep their address
-  /// across rehashing, and only `finish_batch` erases entries.
-  std::vector<std::pair<const secret_key*, uint64_t>> in_flight_;
+  std::deque<entry_ref> unwritten_;
+  /// Each entry of the last written batch with the version it carried,
+  /// until `release_written` cleans them up.
+  std::vector<std::pair<entry_ref, uint64_t>> written_;
+  /// Each entry the batch in flight carries, with the version it carries.
+  std::vector<std::pair<entry_ref, uint64_t>> in_flight_;
   bool writing_ = false;
 };
 

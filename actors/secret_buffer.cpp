@@ -180,7 +180,9 @@ void check_durability(buffer_pointer self) {
             std::back_inserter(st.syncing));
   st.durability_waiters.erase(done, st.durability_waiters.end());
   st.sync_in_flight = true;
-  self->request(st.drain, caf::infinite, sync_atom::value)
+  self
+    ->request<caf::message_priority::high>(st.drain, caf::infinite,
+                                           sync_atom::value)
     .then(
       [self](ok_atom) {
         auto& st = self->state;
@@ -213,7 +215,11 @@ void write_batch(buffer_pointer self) {
   }
   auto size = batch.size();
   st.batch_started = steady_clock::now();
-  self->request(st.drain, caf::infinite, write_atom::value, std::move(batch))
+  // High priority, so the answer overtakes producer messages queued in the
+  // mailbox: the next batch starts as soon as the disk is free.
+  self
+    ->request<caf::message_priority::high>(st.drain, caf::infinite,
+                                           write_atom::value, std::move(batch))
     .then(
       [self, size](ok_atom) {
         auto& st = self->state;
@@ -225,7 +231,13 @@ void write_batch(buffer_pointer self) {
           = std::chrono::duration_cast<std::chrono::microseconds>(took)
               .count();
         st.retry_delay = caf::timespan{0};
-        for (auto& released : st.pending.finish_batch()) {
+        // The next batch goes out before the clean-up of this one, so the
+        // disk does not wait for it; what the clean-up admits rides in the
+        // batch after.
+        st.pending.batch_written();
+        if (!st.drain_scheduled)
+          write_batch(self);
+        for (auto& released : st.pending.release_written()) {
           auto i = st.producers.find(released.ticket);
           if (i == st.producers.end())
             continue;
@@ -234,7 +246,10 @@ void write_batch(buffer_pointer self) {
           answer_producer(self, promise, released.last_sequence);
         }
         check_durability(self);
-        schedule_drain(self);
+        // Straight on with what the clean-up admitted: a drain message would
+        // queue behind every producer message in the mailbox.
+        if (!st.drain_scheduled)
+          write_batch(self);
       },
       [self, size](caf::error& err) {
         auto& st = self->state;

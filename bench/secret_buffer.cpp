@@ -37,7 +37,7 @@ namespace {
 
 struct bench_config : caf::actor_system_config {
   std::size_t entries = 200'000;
-  std::size_t rounds = 2;
+  std::size_t rounds = 3;
   std::size_t producers = 2;
   std::size_t entries_per_message = 256;
   std::size_t window = 16;
@@ -225,10 +225,16 @@ buffer_result measure_buffer(caf::actor_system& sys, const bench_config& cfg) {
   return result;
 }
 
+/// Answers a queue at once without storing anything: the cost of the CAF
+/// round trip alone at the same rate, the floor of the buffer's latency.
+caf::behavior echo_buffer() {
+  return {[](queue_atom, const secret_entry&) { return ok_atom::value; }};
+}
+
 /// Queues one entry per tick and records each round trip into `samples_us`,
 /// which the caller reads once this actor has terminated.
 caf::behavior steady_producer(caf::event_based_actor* self,
-                              secret_buffer_actor buffer, std::size_t samples,
+                              caf::actor buffer, std::size_t samples,
                               caf::timespan interval,
                               std::shared_ptr<std::vector<double>> samples_us) {
   auto sent = std::make_shared<std::size_t>(0);
@@ -259,21 +265,30 @@ double percentile(std::vector<double> xs, double p) {
   return xs[index];
 }
 
-std::pair<double, double> measure_latency(caf::actor_system& sys,
-                                          const bench_config& cfg) {
-  fresh_db fresh{cfg.dir};
-  auto service = spawn_secret_service(sys, fresh.db, secret_buffer_options{});
+/// p50 and p99 of the queue round trip to `target` at the configured rate.
+std::pair<double, double> round_trips(caf::actor_system& sys,
+                                      const bench_config& cfg,
+                                      caf::actor target) {
   auto interval = std::chrono::duration_cast<caf::timespan>(
     std::chrono::duration<double>(1.0 / cfg.latency_rate));
   auto samples = std::make_shared<std::vector<double>>();
   samples->reserve(cfg.latency_samples);
   caf::scoped_actor self{sys};
-  auto producer = sys.spawn(steady_producer, service.buffer,
+  auto producer = sys.spawn(steady_producer, std::move(target),
                             cfg.latency_samples, interval, samples);
   self->wait_for(producer);
+  return {percentile(*samples, 0.50), percentile(*samples, 0.99)};
+}
+
+std::pair<double, double> measure_latency(caf::actor_system& sys,
+                                          const bench_config& cfg) {
+  fresh_db fresh{cfg.dir};
+  auto service = spawn_secret_service(sys, fresh.db, secret_buffer_options{});
+  auto result = round_trips(sys, cfg, caf::actor_cast<caf::actor>(service.buffer));
+  caf::scoped_actor self{sys};
   self->send_exit(service.buffer, caf::exit_reason::user_shutdown);
   self->wait_for(service.buffer, service.drain, service.reader);
-  return {percentile(*samples, 0.50), percentile(*samples, 0.99)};
+  return result;
 }
 
 } // namespace
@@ -309,6 +324,12 @@ int main(int argc, char** argv) {
   auto [p50, p99] = measure_latency(sys, cfg);
   std::printf("queue round trip at %zu/s: p50 %.1f us, p99 %.1f us\n",
               cfg.latency_rate, p50, p99);
+  auto echo = sys.spawn(echo_buffer);
+  auto [echo_p50, echo_p99] = round_trips(sys, cfg, echo);
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+  std::printf("bare CAF round trip at %zu/s (the floor): p50 %.1f us, "
+              "p99 %.1f us\n",
+              cfg.latency_rate, echo_p50, echo_p99);
 
   auto round2 = [](double x) { return std::round(x * 100) / 100; };
   nlohmann::ordered_json result{
@@ -322,6 +343,8 @@ int main(int argc, char** argv) {
     {"queue_p50_us", round2(p50)},
     {"queue_p99_us", round2(p99)},
     {"batches", best.batches},
+    {"caf_echo_p50_us", round2(echo_p50)},
+    {"caf_echo_p99_us", round2(echo_p99)},
   };
   std::cout << result.dump() << std::endl;
   return EXIT_SUCCESS;
