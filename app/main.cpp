@@ -1,20 +1,26 @@
-// coalesce-node: opens the node's RocksDB database, hosts the secret buffer,
-// publishes it over CAF's middleman, and on SIGINT or SIGTERM seals and
-// flushes the buffer before it closes the database.
+// coalesce-node: a node started from a config file. It opens the node's
+// RocksDB database, hosts the services, publishes their gateway over CAF's
+// middleman, logs a stats line now and then, and on SIGINT or SIGTERM refuses
+// remote requests, seals and flushes the services within the shutdown
+// timeout, and closes the database.
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/node_gateway.hpp"
 #include "actors/secret_buffer.hpp"
 #include "app/node_config.hpp"
 #include "storage/database.hpp"
 
 using namespace coalesce;
+using std::chrono::steady_clock;
 
 namespace {
 
@@ -29,6 +35,84 @@ sigset_t block_shutdown_signals() {
   return signals;
 }
 
+std::string describe(const secret_buffer_stats& x) {
+  return fmt::format("pending={} waiting_producers={} held_entries={} "
+                     "batches_written={} entries_written={} failed_batches={} "
+                     "last_batch_size={} last_write_us={} force_buffered={}",
+                     x.pending, x.waiting_producers, x.held_entries,
+                     x.batches_written, x.entries_written, x.failed_batches,
+                     x.last_batch_size, x.last_write_latency_us,
+                     x.force_buffered);
+}
+
+/// Logs the node's counters every `interval` until it is told to stop.
+caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
+                             caf::timespan interval) {
+  self->delayed_send(self, interval, caf::tick_atom::value);
+  return {
+    [=](caf::tick_atom) {
+      self->request(gateway, std::chrono::seconds{10}, stats_atom::value)
+        .then(
+          [](node_stats& stats) {
+            spdlog::info("stats: uptime_s={} refused_requests={} secrets: {}",
+                         stats.uptime_s, stats.refused_requests,
+                         describe(stats.secrets));
+          },
+          [self](caf::error& err) {
+            spdlog::warn("stats: no answer from the gateway: {}",
+                         self->system().render(err));
+          });
+      self->delayed_send(self, interval, caf::tick_atom::value);
+    },
+  };
+}
+
+/// Time left until `deadline`, at least one millisecond.
+caf::timespan until(steady_clock::time_point deadline) {
+  auto left = deadline - steady_clock::now();
+  return std::max<caf::timespan>(
+    std::chrono::duration_cast<caf::timespan>(left),
+    std::chrono::milliseconds{1});
+}
+
+/// Refuses remote requests, then seals and flushes the secret buffer within
+/// the shutdown timeout. Returns whether everything queued was written.
+bool drain_services(caf::actor_system& sys, const node_config& cfg,
+                    node_actor gateway, const secret_service& secrets) {
+  auto deadline = steady_clock::now() + cfg.shutdown_timeout;
+  caf::scoped_actor self{sys};
+  self->request(gateway, until(deadline), shutdown_atom::value)
+    .receive([](ok_atom) {}, [](caf::error&) {});
+  self->request(secrets.buffer, until(deadline), seal_atom::value)
+    .receive([](ok_atom) {}, [](caf::error&) {});
+  bool written = false;
+  self->request(secrets.buffer, until(deadline), flush_atom::value)
+    .receive([&](ok_atom) { written = true; },
+             [&](caf::error& err) {
+               spdlog::error("flushing the secret buffer failed within {}: {}",
+                             caf::deep_to_string(cfg.shutdown_timeout),
+                             sys.render(err));
+             });
+  if (written) {
+    spdlog::info("secret buffer flushed: every queued secret is durable");
+    return true;
+  }
+  self->request(secrets.buffer, std::chrono::seconds{5}, stats_atom::value)
+    .receive(
+      [](secret_buffer_stats& st) {
+        spdlog::error("{} secrets could not be written ({} pending, {} held "
+                      "by waiting producers)",
+                      st.pending + st.held_entries, st.pending,
+                      st.held_entries);
+      },
+      [&](caf::error& err) {
+        spdlog::error("the secret buffer does not answer; what it held is "
+                      "unknown: {}",
+                      sys.render(err));
+      });
+  return false;
+}
+
 int run_node(caf::actor_system& sys, const node_config& cfg,
              const sigset_t& shutdown_signals) {
   auto mode = *storage::parse_durability(cfg.durability);
@@ -38,42 +122,49 @@ int run_node(caf::actor_system& sys, const node_config& cfg,
                      sys.render(db.error()));
     return EXIT_FAILURE;
   }
+  spdlog::info("opened the database at {} (durability {})", cfg.db_path,
+               cfg.durability);
   secret_buffer_options options;
   options.pending_limit = cfg.secrets_pending_limit;
-  auto service = spawn_secret_service(sys, *db, options);
-  auto port = sys.middleman().publish(service.buffer, cfg.port,
-                                      cfg.host.c_str(), true);
+  auto secrets = spawn_secret_service(sys, *db, options);
+  auto gateway = spawn_node_gateway(sys, node_services{secrets.buffer});
+  auto stop_actors = [&] {
+    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(secrets.buffer, caf::exit_reason::user_shutdown);
+    caf::scoped_actor self{sys};
+    self->wait_for(gateway, secrets.buffer, secrets.drain, secrets.reader);
+  };
+  auto port = sys.middleman().publish(gateway, cfg.port, cfg.host.c_str(),
+                                      true);
   if (!port) {
     spdlog::critical("cannot listen on {}:{}: {}", cfg.host, cfg.port,
                      sys.render(port.error()));
-    caf::anon_send_exit(service.buffer, caf::exit_reason::user_shutdown);
+    stop_actors();
     return EXIT_FAILURE;
   }
   spdlog::info("listening on {}:{}", cfg.host, *port);
+  caf::actor reporter;
+  if (cfg.stats_interval.count() > 0)
+    reporter = sys.spawn(stats_reporter, gateway, cfg.stats_interval);
 
   int signal = 0;
   sigwait(&shutdown_signals, &signal);
-  spdlog::info("received signal {}, sealing and flushing the secret buffer",
-               signal);
-  int status = EXIT_SUCCESS;
-  caf::scoped_actor self{sys};
-  static_cast<void>(sys.middleman().unpublish(service.buffer, *port));
-  self->request(service.buffer, std::chrono::seconds{30}, seal_atom::value)
-    .receive([](ok_atom) {}, [&](caf::error&) {});
-  self->request(service.buffer, std::chrono::seconds{30}, flush_atom::value)
-    .receive([](ok_atom) { spdlog::info("secret buffer flushed"); },
-             [&](caf::error& err) {
-               spdlog::error("flushing the secret buffer failed: {}",
-                             sys.render(err));
-               status = EXIT_FAILURE;
-             });
-  self->send_exit(service.buffer, caf::exit_reason::user_shutdown);
-  self->wait_for(service.buffer, service.drain, service.reader);
+  spdlog::info("received {}, shutting down within {}",
+               signal == SIGINT ? "SIGINT" : "SIGTERM",
+               caf::deep_to_string(cfg.shutdown_timeout));
+  if (reporter)
+    caf::anon_send_exit(reporter, caf::exit_reason::user_shutdown);
+  auto written = drain_services(sys, cfg, gateway, secrets);
+  static_cast<void>(sys.middleman().unpublish(gateway, *port));
+  stop_actors();
+  auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;
   if (auto err = (*db)->close()) {
     spdlog::error("closing the database failed: {}", sys.render(err));
     status = EXIT_FAILURE;
   }
-  spdlog::info("stopped");
+  spdlog::info("stopped ({})", status == EXIT_SUCCESS
+                                 ? "everything written"
+                                 : "NOT everything was written");
   return status;
 }
 
@@ -82,17 +173,12 @@ int run_node(caf::actor_system& sys, const node_config& cfg,
 int main(int argc, char** argv) {
   auto shutdown_signals = block_shutdown_signals();
   node_config cfg;
-  if (auto err = cfg.parse(argc, argv)) {
-    std::cerr << "coalesce-node: invalid configuration: " << to_string(err)
-              << '\n';
+  if (auto problem = load_node_config(cfg, argc, argv); !problem.empty()) {
+    std::cerr << "coalesce-node: invalid configuration: " << problem << '\n';
     return EXIT_FAILURE;
   }
   if (cfg.cli_helptext_printed)
     return EXIT_SUCCESS;
-  if (auto problem = validate(cfg); !problem.empty()) {
-    std::cerr << "coalesce-node: invalid configuration: " << problem << '\n';
-    return EXIT_FAILURE;
-  }
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};

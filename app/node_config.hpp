@@ -1,9 +1,12 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system_config.hpp>
+#include <caf/timespan.hpp>
 
 namespace coalesce {
 
@@ -25,10 +28,21 @@ struct node_config : caf::actor_system_config {
   std::string host = "127.0.0.1";
   /// Port the node accepts connections on; 0 picks a free one.
   uint16_t port = 4300;
+  /// How long a shutdown may take to seal and flush the services.
+  caf::timespan shutdown_timeout = std::chrono::seconds{30};
+  /// How often a stats line is logged; 0 turns it off.
+  caf::timespan stats_interval = std::chrono::seconds{60};
+
+  /// The options of the `coalesce` group (and CAF's own), for checking.
+  const caf::config_option_set& options() const {
+    return custom_options_;
+  }
 };
 
-/// Checks the settings that CAF's parser cannot; returns a sentence naming
-/// the key and the value, or an empty string when all are valid.
-std::string validate(const node_config& cfg);
+/// Parses the command line and the config file it names, refusing what CAF
+/// alone would accept silently: a wrongly typed, negative, out-of-range or
+/// unknown `coalesce` value in the file or on the command line. Returns one
+/// sentence naming the key and the value, or an empty string on success.
+std::string load_node_config(node_config& cfg, int argc, char** argv);
 
 } // namespace coalesce

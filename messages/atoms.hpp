@@ -19,5 +19,6 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 
 } // namespace coalesce

@@ -16,6 +16,8 @@ std::string to_string(errc x) {
       return "shutting_down";
     case errc::unsupported_format:
       return "unsupported_format";
+    case errc::not_permitted:
+      return "not_permitted";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }
@@ -34,6 +36,8 @@ std::string describe(errc x) {
       return "the node is shutting down";
     case errc::unsupported_format:
       return "the database has an unsupported format";
+    case errc::not_permitted:
+      return "the request is not permitted";
   }
   return to_string(x);
 }

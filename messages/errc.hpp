@@ -27,6 +27,8 @@ enum class errc : uint8_t {
   shutting_down = 5,
   /// The database was written by a newer coalesce with an unknown format.
   unsupported_format = 6,
+  /// The caller may not make this request (e.g. shutting down another node).
+  not_permitted = 7,
 };
 
 /// The category atom of coalesce's errors.

@@ -1,0 +1,131 @@
+#include "app/node_client.hpp"
+
+#include <chrono>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "messages/errc.hpp"
+
+namespace coalesce {
+
+std::optional<cli_failure> connect_node(caf::actor_system& sys,
+                                        const std::string& host, uint16_t port,
+                                        caf::timespan timeout,
+                                        node_actor& result) {
+  auto where = host + ":" + std::to_string(port);
+  std::optional<cli_failure> failure;
+  caf::scoped_actor self{sys};
+  self
+    ->request(sys.middleman().actor_handle(), timeout,
+              caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& handle,
+          const std::set<std::string>& interface) {
+        if (handle == nullptr) {
+          failure = cli_failure{exit_unreachable,
+                                "no node is published at " + where};
+        } else if (!sys.assignable<node_actor>(interface)) {
+          failure = cli_failure{exit_unreachable,
+                                "the peer at " + where
+                                  + " is not a coalesce node of this version"};
+        } else {
+          result = caf::actor_cast<node_actor>(std::move(handle));
+        }
+      },
+      [&](caf::error& err) {
+        if (err == caf::sec::request_timeout)
+          failure = cli_failure{exit_unreachable,
+                                "the node at " + where
+                                  + " did not answer the connection within "
+                                  + caf::deep_to_string(timeout)};
+        else
+          failure = cli_failure{exit_unreachable,
+                                "cannot connect to the node at " + where + ": "
+                                  + sys.render(err)};
+      });
+  return failure;
+}
+
+cli_failure classify(caf::actor_system& sys, const caf::error& err,
+                     const std::string& where, caf::timespan timeout) {
+  if (err.category() == errc_category)
+    return {exit_node_error, "the node at " + where + " refused: "
+                               + sys.render(err)};
+  if (err == caf::sec::request_timeout)
+    return {exit_unreachable, "the node at " + where
+                                + " did not answer within "
+                                + caf::deep_to_string(timeout)};
+  return {exit_unreachable,
+          "lost the node at " + where + ": " + sys.render(err)};
+}
+
+namespace {
+
+struct pipeline_state {
+  std::vector<std::vector<secret_entry>> batches;
+  std::size_t next = 0;
+  std::size_t outstanding = 0;
+  static inline const char* name = "queue_pipeline";
+};
+
+caf::behavior queue_pipeline(caf::stateful_actor<pipeline_state>* self,
+                             node_actor node,
+                             std::vector<std::vector<secret_entry>> batches,
+                             std::size_t window, caf::timespan timeout,
+                             std::shared_ptr<std::atomic<uint64_t>> progress,
+                             std::shared_ptr<queue_report> report) {
+  using clock = std::chrono::steady_clock;
+  self->state.batches = std::move(batches);
+  auto send_next = std::make_shared<std::function<void()>>();
+  *send_next = [=] {
+    auto& st = self->state;
+    if (st.next == st.batches.size()) {
+      if (st.outstanding == 0)
+        self->quit();
+      return;
+    }
+    auto batch = std::move(st.batches[st.next++]);
+    auto size = batch.size();
+    report->entries_sent += size;
+    report->requests += 1;
+    st.outstanding += 1;
+    auto started = clock::now();
+    self->request(node, timeout, queue_atom::value, std::move(batch))
+      .then(
+        [=](ok_atom) {
+          report->latencies_us.push_back(
+            std::chrono::duration<double, std::micro>(clock::now() - started)
+              .count());
+          report->entries_acknowledged += size;
+          *progress += size;
+          self->state.outstanding -= 1;
+          (*send_next)();
+        },
+        [=](caf::error& err) {
+          report->errors += 1;
+          if (!report->first_error)
+            report->first_error = err;
+          self->state.outstanding -= 1;
+          // A node that is gone or refuses will not serve the rest either.
+          self->state.next = self->state.batches.size();
+          (*send_next)();
+        });
+  };
+  for (std::size_t i = 0; i < std::max<std::size_t>(window, 1); ++i)
+    (*send_next)();
+  return {[](caf::unit_t) {}};
+}
+
+} // namespace
+
+caf::actor spawn_queue_pipeline(caf::actor_system& sys, node_actor node,
+                                std::vector<std::vector<secret_entry>> batches,
+                                std::size_t window, caf::timespan timeout,
+                                std::shared_ptr<std::atomic<uint64_t>> progress,
+                                std::shared_ptr<queue_report> report) {
+  return sys.spawn(queue_pipeline, std::move(node), std::move(batches), window,
+                   timeout, std::move(progress), std::move(report));
+}
+
+} // namespace coalesce

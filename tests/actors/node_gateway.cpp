@@ -1,0 +1,105 @@
+#define CAF_SUITE actors.node_gateway
+#include <caf/test/dsl.hpp>
+
+#include "actors/node_gateway.hpp"
+
+#include "actors/secret_store_actors.hpp"
+#include "messages/errc.hpp"
+#include "storage/database.hpp"
+
+#include "secret_fixtures.hpp"
+#include "temp_dir.hpp"
+
+using namespace caf;
+using namespace coalesce;
+using namespace coalesce::test;
+
+namespace {
+
+/// A gateway in front of a real secret buffer over RocksDB in a fresh
+/// directory, every actor scheduled by the test coordinator.
+struct gateway_fixture : test_coordinator_fixture<test_config> {
+  temp_dir dir;
+  std::shared_ptr<storage::database> db;
+  secret_drain_actor drain;
+  secret_reader_actor reader;
+  secret_buffer_actor buffer;
+  node_actor gateway;
+
+  gateway_fixture() {
+    auto opened = storage::database::open({dir.sub("db"),
+                                           storage::durability::synced});
+    CAF_REQUIRE(opened.engaged());
+    db = std::move(*opened);
+    drain = sys.spawn(secret_drain_worker, db);
+    reader = sys.spawn(secret_reader, db);
+    buffer = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{});
+    gateway = spawn_node_gateway(sys, node_services{buffer});
+    sched.run();
+  }
+
+  ~gateway_fixture() override {
+    for (auto hdl : {actor_cast<actor>(gateway), actor_cast<actor>(buffer),
+                     actor_cast<actor>(drain), actor_cast<actor>(reader)})
+      anon_send_exit(hdl, exit_reason::kill);
+    sched.run();
+  }
+
+  /// Sends a request, runs every actor, and returns the answer.
+  template <class T, class... Ts>
+  T ask(Ts... xs) {
+    auto answer = self->request(gateway, infinite, std::move(xs)...);
+    sched.run();
+    T result{};
+    answer.receive([&](T& x) { result = std::move(x); },
+                   [&](error& err) { CAF_FAIL(sys.render(err)); });
+    return result;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(node_gateway_tests, gateway_fixture)
+
+CAF_TEST(requests reach the secret buffer through the gateway) {
+  CAF_CHECK(ask<ok_atom>(queue_atom::value,
+                         std::vector<secret_entry>{make_entry("M1", 0x11)})
+            == ok_atom::value);
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  auto answer = ask<secret_lookup>(lookup_atom::value, key_of("M1"));
+  CAF_CHECK(answer.found);
+  CAF_CHECK(answer.secret == secret_of(0x11));
+  auto many = ask<std::vector<secret_lookup>>(
+    lookup_atom::value, std::vector<secret_key>{key_of("M1"), key_of("NO")});
+  CAF_REQUIRE_EQUAL(many.size(), 2u);
+  CAF_CHECK(many[0].found);
+  CAF_CHECK(!many[1].found);
+  auto stats = ask<node_stats>(stats_atom::value);
+  CAF_CHECK_EQUAL(stats.secrets.entries_written, 1u);
+  CAF_CHECK(!stats.shutting_down);
+}
+
+/// After shutdown, remote callers get a clear error instead of a write that
+/// might race the final flush.
+CAF_TEST(after shutdown every request is refused with shutting down) {
+  CAF_CHECK(ask<ok_atom>(shutdown_atom::value) == ok_atom::value);
+  auto answer = self->request(gateway, infinite, queue_atom::value,
+                              std::vector<secret_entry>{make_entry("LATE", 1)});
+  sched.run();
+  CAF_REQUIRE(!self->mailbox().empty());
+  bool refused = false;
+  answer.receive([&](ok_atom) { CAF_FAIL("a late queue was accepted"); },
+                 [&](error& err) {
+                   refused = err.code()
+                             == static_cast<uint8_t>(errc::shutting_down);
+                   CAF_MESSAGE(sys.render(err));
+                 });
+  CAF_CHECK(refused);
+  auto stats = ask<node_stats>(stats_atom::value);
+  CAF_CHECK(stats.shutting_down);
+  CAF_CHECK_EQUAL(stats.refused_requests, 1u);
+  CAF_CHECK_EQUAL(stats.secrets.pending, 0u);
+  CAF_CHECK_EQUAL(stats.secrets.entries_written, 0u);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# Real node processes on 127.0.0.1 (port 0), driven with the real CLI.
+#   tests/app/node_cli.sh BIN_DIR [TEST_NAME_REGEX]
+# Every wait is for a real event (a log line, a process exit) with a
+# generous deadline. The last line is "N passed, M failed".
+set -u
+
+BIN="$(cd "${1:?usage: node_cli.sh BIN_DIR [FILTER]}" && pwd)"
+FILTER="${2:-.}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+NODE="$BIN/coalesce-node"
+CLI="$BIN/coalesce-cli"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/coalesce-node-cli-XXXXXX")"
+PASSED=0
+FAILED=0
+NODE_PIDS=()
+
+cleanup() {
+  for pid in "${NODE_PIDS[@]}"; do
+    kill -CONT "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+check() { # check DESCRIPTION COMMAND...
+  local what="$1"
+  shift
+  if "$@"; then
+    return 0
+  fi
+  echo "    FAILED: $what" >&2
+  CURRENT_OK=0
+  return 1
+}
+
+# start_node NAME [ARGS...]: starts a node on a free port with its database
+# in $WORK/NAME; sets NODE_PID and PORT once it logs "listening on".
+start_node() {
+  local name="$1"
+  shift
+  local log="$WORK/$name.log"
+  "$NODE" --config-file="$ROOT/config/coalesce.ini" --coalesce.port=0 \
+    --coalesce.db-path="$WORK/$name.db" --coalesce.stats-interval=0s "$@" \
+    >>"$log" 2>&1 &
+  NODE_PID=$!
+  NODE_PIDS+=("$NODE_PID")
+  local deadline=$((SECONDS + 30))
+  while [ $SECONDS -lt $deadline ]; do
+    PORT=$(grep -o "listening on [0-9.]*:[0-9]*" "$log" 2>/dev/null | tail -n 1 | sed 's/.*://')
+    local listening_lines
+    listening_lines=$(grep -c "listening on" "$log" 2>/dev/null)
+    if [ -n "$PORT" ] && [ "$listening_lines" -ge "${EXPECTED_STARTS[$name]:-1}" ]; then
+      EXPECTED_STARTS[$name]=$((listening_lines + 1))
+      return 0
+    fi
+    if ! kill -0 "$NODE_PID" 2>/dev/null; then
+      echo "    node $name exited during start-up:" >&2
+      cat "$log" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
+  echo "    node $name did not log 'listening on' within 30s" >&2
+  return 1
+}
+declare -A EXPECTED_STARTS
+
+# wait_exit PID SECONDS: waits for the process to end; sets EXIT_CODE.
+wait_exit() {
+  local pid="$1" limit="$2"
+  local deadline=$((SECONDS + limit))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ $SECONDS -ge $deadline ]; then
+      EXIT_CODE=timeout
+      return 1
+    fi
+    sleep 0.05
+  done
+  wait "$pid"
+  EXIT_CODE=$?
+  return 0
+}
+
+cli() {
+  "$CLI" --port="$PORT" "$@"
+}
+
+hex32() { # hex32 N: a 32-byte secret derived from N
+  printf '%064x' "$1"
+}
+
+make_entries() { # make_entries PREFIX COUNT: entry lines on stdout
+  local i
+  for ((i = 0; i < $2; i++)); do
+    echo "chat$((i % 7))@g.us sender$((i % 3)) $1-$i $(hex32 $((i + 1))) 0 $((1700000000 + i))"
+  done
+}
+
+expected_lookups() { # the `secret get -` output for make_entries
+  local i
+  for ((i = 0; i < $2; i++)); do
+    echo "$(hex32 $((i + 1))) $((1700000000 + i))"
+  done
+}
+
+keys_of() { # keys_of PREFIX COUNT
+  local i
+  for ((i = 0; i < $2; i++)); do
+    echo "chat$((i % 7))@g.us sender$((i % 3)) $1-$i"
+  done
+}
+
+run_test() {
+  local name="$1"
+  [[ "$name" =~ $FILTER ]] || return 0
+  CURRENT_OK=1
+  echo "- $name"
+  "test_${name// /_}"
+  if [ "$CURRENT_OK" = 1 ]; then
+    PASSED=$((PASSED + 1))
+  else
+    FAILED=$((FAILED + 1))
+  fi
+}
+
+# -- the tests ---------------------------------------------------------------
+
+test_bulk_put_and_get_through_stdin() {
+  start_node bulk || { CURRENT_OK=0; return; }
+  make_entries B 3000 >"$WORK/bulk.in"
+  check "put - exits 0" cli secret put - <"$WORK/bulk.in"
+  { keys_of B 1500; echo "nochat nobody missing"; keys_of B 3000 | tail -n 1500; } >"$WORK/bulk.keys"
+  { expected_lookups B 1500; echo "-"; expected_lookups B 3000 | tail -n 1500; } >"$WORK/bulk.expected"
+  check "get - exits 0" cli secret get - <"$WORK/bulk.keys" >"$WORK/bulk.out"
+  check "get - answers every key in order, - for the missing one" \
+    cmp -s "$WORK/bulk.expected" "$WORK/bulk.out"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_flushed_entries_survive_sigkill() {
+  start_node killed || { CURRENT_OK=0; return; }
+  make_entries K 800 | cli secret put -
+  check "flush exits 0" cli secret flush
+  kill -KILL "$NODE_PID"
+  wait_exit "$NODE_PID" 30
+  start_node killed || { CURRENT_OK=0; return; }
+  keys_of K 800 | cli secret get - >"$WORK/killed.out"
+  expected_lookups K 800 >"$WORK/killed.expected"
+  check "every flushed entry is there after SIGKILL and restart" \
+    cmp -s "$WORK/killed.expected" "$WORK/killed.out"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_sigterm_without_flush_writes_everything() {
+  start_node termed || { CURRENT_OK=0; return; }
+  make_entries T 1200 | cli secret put -
+  kill -TERM "$NODE_PID"
+  check "the node exits within its shutdown timeout" wait_exit "$NODE_PID" 60
+  check "the node exits 0 when everything was written (got $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
+  check "the node logs that everything was written" grep -q "everything written" "$WORK/termed.log"
+  start_node termed || { CURRENT_OK=0; return; }
+  keys_of T 1200 | cli secret get - >"$WORK/termed.out"
+  expected_lookups T 1200 >"$WORK/termed.expected"
+  check "every entry is there after SIGTERM and restart" \
+    cmp -s "$WORK/termed.expected" "$WORK/termed.out"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_a_missing_key_exits_1() {
+  start_node missing || { CURRENT_OK=0; return; }
+  cli secret get g@g.us nobody NOPE >/dev/null 2>"$WORK/missing.err"
+  local rc=$?
+  check "exit 1 for a missing key (got $rc)" [ "$rc" = 1 ]
+  check "stderr says what is missing" grep -q "no secret for g@g.us nobody NOPE" "$WORK/missing.err"
+  cli secret put g@g.us a M1 "$(hex32 5)" 0 42
+  check "a put secret is printed as SECRET_HEX MESSAGE_TS" \
+    [ "$(cli secret get g@g.us a M1)" = "$(hex32 5) 42" ]
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_bad_input_is_refused_and_the_node_keeps_serving() {
+  start_node bad || { CURRENT_OK=0; return; }
+  cli secret put g@g.us a M1 1122 2>"$WORK/short.err"
+  local rc=$?
+  check "a short secret exits 4 (got $rc)" [ "$rc" = 4 ]
+  check "the sentence names the secret's length" grep -q "32 bytes, got 2" "$WORK/short.err"
+  cli secret put "" a M1 "$(hex32 1)" 2>"$WORK/chat.err"
+  rc=$?
+  check "an empty chat exits 4 (got $rc)" [ "$rc" = 4 ]
+  check "the sentence names the empty chat" grep -q "chat is empty" "$WORK/chat.err"
+  cli secret put g@g.us a M1 zz 2>"$WORK/hex.err"
+  rc=$?
+  check "a secret that is not hex exits 2 (got $rc)" [ "$rc" = 2 ]
+  check "the node still serves" cli stats
+  check "nothing of the refused puts was stored" \
+    [ "$(echo "g@g.us a M1" | cli secret get -)" = "-" ]
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_an_unreachable_node_exits_3_within_the_timeout() {
+  # A port that was just free: nothing listens there.
+  start_node gone || { CURRENT_OK=0; return; }
+  local port=$PORT
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+  local started=$SECONDS
+  "$CLI" --port="$port" --timeout=2s stats 2>"$WORK/gone.err"
+  local rc=$?
+  check "exit 3 for an unreachable node (got $rc)" [ "$rc" = 3 ]
+  check "within the timeout" [ $((SECONDS - started)) -le 4 ]
+  check "one sentence on stderr" [ "$(wc -l <"$WORK/gone.err")" = 1 ]
+}
+
+test_a_stopped_node_exits_3_within_the_timeout() {
+  start_node stopped || { CURRENT_OK=0; return; }
+  kill -STOP "$NODE_PID"
+  local started=$SECONDS
+  cli --timeout=1s stats 2>"$WORK/stopped.err"
+  local rc=$?
+  check "exit 3 for a stopped node (got $rc)" [ "$rc" = 3 ]
+  check "within the timeout, no hang" [ $((SECONDS - started)) -le 4 ]
+  kill -CONT "$NODE_PID"
+  check "the node serves again once continued" cli stats
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_stats_is_one_json_object() {
+  start_node stats || { CURRENT_OK=0; return; }
+  cli secret put g@g.us a M1 "$(hex32 9)"
+  cli secret flush
+  local out
+  out=$(cli stats)
+  check "stats prints one line" [ "$(echo "$out" | wc -l)" = 1 ]
+  check "with the buffer's counters" grep -q '"entries_written":1' <<<"$out"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_load_prints_a_json_summary() {
+  start_node load || { CURRENT_OK=0; return; }
+  local out
+  out=$(cli load secrets --count=5000 --concurrency=8 2>/dev/null)
+  local rc=$?
+  check "load exits 0 (got $rc)" [ "$rc" = 0 ]
+  check "the summary counts every entry" grep -q '"entries":5000' <<<"$out"
+  check "with throughput and latency" grep -q '"entries_per_s":.*"latency_p50_us":.*"latency_p99_us":.*"errors":0' <<<"$out"
+  if command -v script >/dev/null; then
+    script -qec "$CLI --port=$PORT load secrets --count=20000 --concurrency=4 --batch=16" /dev/null >"$WORK/tty.out" 2>&1
+    check "a terminal sees a progress bar" grep -q '100% 20000/20000 entries' "$WORK/tty.out"
+  fi
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+# refuse_start DESCRIPTION KEY ARGS...: the node must refuse to start with
+# ARGS and name KEY.
+refuse_start() {
+  local what="$1" key="$2"
+  shift 2
+  local out
+  out=$(timeout 30 "$NODE" --coalesce.db-path="$WORK/never.db" "$@" 2>&1)
+  local rc=$?
+  check "$what: start-up refused (got $rc)" [ "$rc" != 0 ] && [ "$rc" != 124 ]
+  check "$what: the message names $key ($out)" grep -q "$key" <<<"$out"
+  check "$what: nothing was opened" [ ! -e "$WORK/never.db" ]
+}
+
+test_wrongly_typed_settings_are_refused() {
+  local file="$WORK/bad.ini"
+  local setting
+  while IFS='|' read -r key value; do
+    printf '[coalesce]\n%s = %s\n' "$key" "$value" >"$file"
+    refuse_start "file $key = $value" "coalesce.$key" --config-file="$file"
+  done <<'EOF_SETTINGS'
+db-path|5
+durability|7
+durability|"fast"
+secrets-pending-limit|"many"
+secrets-pending-limit|-5
+secrets-pending-limit|0
+log-level|3
+log-level|"loud"
+host|1
+port|"abc"
+port|-1
+port|70000
+shutdown-timeout|"soon"
+shutdown-timeout|30
+stats-interval|60
+stats-interval|"often"
+EOF_SETTINGS
+  while IFS='|' read -r key value; do
+    refuse_start "--coalesce.$key=$value" "coalesce.$key" \
+      --config-file="$ROOT/config/coalesce.ini" "--coalesce.$key=$value"
+  done <<'EOF_SETTINGS'
+db-path|
+durability|fast
+secrets-pending-limit|many
+secrets-pending-limit|-1
+secrets-pending-limit|0
+log-level|loud
+host|
+port|abc
+port|70000
+shutdown-timeout|soon
+shutdown-timeout|30
+stats-interval|5
+EOF_SETTINGS
+  refuse_start "an unknown key" "coalesce.nope" --config-file="$ROOT/config/coalesce.ini" --coalesce.nope=1
+}
+
+test_scripts_run_starts_a_node_that_stops_cleanly() {
+  local log="$WORK/run.log"
+  COALESCE_BUILD="$(dirname "$BIN")" "$ROOT/scripts/run" --coalesce.port=0 \
+    --coalesce.db-path="$WORK/run.db" >"$log" 2>&1 &
+  local pid=$!
+  NODE_PIDS+=("$pid")
+  local deadline=$((SECONDS + 300))
+  until grep -q "listening on" "$log" 2>/dev/null; do
+    if [ $SECONDS -ge $deadline ] || ! kill -0 "$pid" 2>/dev/null; then
+      check "scripts/run starts a node" false
+      cat "$log" >&2
+      return
+    fi
+    sleep 0.1
+  done
+  PORT=$(grep -o "listening on [0-9.]*:[0-9]*" "$log" | sed 's/.*://')
+  cli secret put g@g.us a RUN "$(hex32 3)" 0 9
+  check "the node started by scripts/run serves" [ "$(cli secret get g@g.us a RUN)" = "$(hex32 3) 9" ]
+  kill -INT "$pid"
+  check "SIGINT stops it" wait_exit "$pid" 60
+  check "with exit 0 (got $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
+}
+
+run_test "bulk put and get through stdin"
+run_test "flushed entries survive sigkill"
+run_test "sigterm without flush writes everything"
+run_test "a missing key exits 1"
+run_test "bad input is refused and the node keeps serving"
+run_test "an unreachable node exits 3 within the timeout"
+run_test "a stopped node exits 3 within the timeout"
+run_test "stats is one json object"
+run_test "load prints a json summary"
+run_test "wrongly typed settings are refused"
+run_test "scripts run starts a node that stops cleanly"
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ] && [ "$PASSED" -gt 0 ]
