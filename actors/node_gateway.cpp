@@ -59,6 +59,35 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
         return refuse(self);
       return self->delegate(self->state.services.secrets, flush_atom::value);
     },
+    [self](append_atom, std::string& room,
+           std::vector<timeline_event>& events) -> caf::result<uint64_t> {
+      if (self->state.shutting_down)
+        return refuse(self);
+      return self->delegate(self->state.services.timeline, append_atom::value,
+                            std::move(room), std::move(events));
+    },
+    [self](enqueue_atom,
+           backfill_request& request) -> caf::result<backfill_ticket> {
+      if (self->state.shutting_down)
+        return refuse(self);
+      return self->delegate(self->state.services.scheduler,
+                            enqueue_atom::value, std::move(request));
+    },
+    // Awaits, cancels and detaches are still served while shutting down:
+    // they concern requests already admitted, which shutdown answers.
+    [self](await_atom,
+           const backfill_ticket& ticket) -> caf::result<backfill_result> {
+      return self->delegate(self->state.services.scheduler, await_atom::value,
+                            ticket);
+    },
+    [self](cancel_atom, const backfill_ticket& ticket) -> caf::result<ok_atom> {
+      return self->delegate(self->state.services.scheduler,
+                            cancel_atom::value, ticket);
+    },
+    [self](detach_atom, const backfill_ticket& ticket) -> caf::result<ok_atom> {
+      return self->delegate(self->state.services.scheduler,
+                            detach_atom::value, ticket);
+    },
     [self](stats_atom) -> caf::result<node_stats> {
       auto& st = self->state;
       node_stats stats;
@@ -68,16 +97,26 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
       stats.shutting_down = st.shutting_down;
       stats.refused_requests = st.refused;
       auto promise = self->make_response_promise<node_stats>();
+      auto fail = [promise](caf::error& err) mutable {
+        promise.deliver(std::move(err));
+      };
+      // One service after the other: the answer carries both.
       self->request(st.services.secrets, std::chrono::seconds{10},
                     stats_atom::value)
         .then(
-          [promise, stats](secret_buffer_stats& secrets) mutable {
+          [self, promise, stats, fail](secret_buffer_stats& secrets) mutable {
             stats.secrets = std::move(secrets);
-            promise.deliver(std::move(stats));
+            self
+              ->request(self->state.services.scheduler,
+                        std::chrono::seconds{10}, stats_atom::value)
+              .then(
+                [promise, stats](scheduler_stats& scheduler) mutable {
+                  stats.scheduler = std::move(scheduler);
+                  promise.deliver(std::move(stats));
+                },
+                fail);
           },
-          [promise](caf::error& err) mutable {
-            promise.deliver(std::move(err));
-          });
+          fail);
       return promise;
     },
     [self](shutdown_atom) -> caf::result<ok_atom> {

@@ -18,6 +18,7 @@
 #include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/event_lines.hpp"
 #include "app/node_client.hpp"
 #include "app/secret_lines.hpp"
 #include "messages/registration.hpp"
@@ -43,6 +44,14 @@ struct cli_options {
   std::size_t load_count = 0;
   std::size_t load_concurrency = 16;
   std::size_t load_batch = 64;
+  std::string room;
+  std::string backfill_priority = "normal";
+  std::string until_event;
+  int64_t older_than = 0;
+  bool has_older_than = false;
+  std::string until_type;
+  uint32_t max_batches = 0;
+  uint32_t batch_size = 30;
 };
 
 std::optional<caf::timespan> parse_duration(const std::string& text) {
@@ -82,10 +91,18 @@ int usage(const std::string& sentence) {
   return fail({exit_usage, sentence});
 }
 
-/// A connected session with one node.
+/// A connected session with one node. Every request goes out from the same
+/// actor: the node watches the actor that enqueued a backfill, and its end
+/// would cancel the run.
 struct session {
+  session(caf::actor_system& sys, const cli_options& opts)
+    : sys(sys), opts(opts), self(sys) {
+    // nop
+  }
+
   caf::actor_system& sys;
   const cli_options& opts;
+  caf::scoped_actor self;
   node_actor node;
 
   std::string where() const {
@@ -100,7 +117,6 @@ struct session {
   template <class T, class... Ts>
   std::optional<cli_failure> ask(T& result, Ts&&... xs) {
     std::optional<cli_failure> failed;
-    caf::scoped_actor self{sys};
     self->request(node, opts.timeout, std::forward<Ts>(xs)...)
       .receive([&](T& x) { result = std::move(x); },
                [&](caf::error& err) { failed = failure(err); });
@@ -228,8 +244,110 @@ int secret_flush(session& s) {
   return exit_ok;
 }
 
+int timeline_append(session& s) {
+  std::vector<timeline_event> events;
+  std::string line;
+  std::string error;
+  std::size_t number = 0;
+  while (std::getline(std::cin, line)) {
+    ++number;
+    if (split_fields(line).empty())
+      continue;
+    auto event = parse_event_line(line, error);
+    if (!event)
+      return usage("line " + std::to_string(number) + ": " + error);
+    events.push_back(std::move(*event));
+  }
+  // In order, one batch after the other: the timeline keeps append order.
+  for (std::size_t i = 0; i < events.size(); i += stdin_batch) {
+    std::vector<timeline_event> batch(
+      events.begin() + i, events.begin() + std::min(events.size(),
+                                                    i + stdin_batch));
+    uint64_t appended = 0;
+    if (auto failed = s.ask(appended, append_atom::value, s.opts.room,
+                            std::move(batch)))
+      return fail(*failed);
+  }
+  return exit_ok;
+}
+
+std::optional<priority> parse_priority(const std::string& text) {
+  if (text == "high")
+    return priority::high;
+  if (text == "normal")
+    return priority::normal;
+  if (text == "low")
+    return priority::low;
+  return std::nullopt;
+}
+
+int backfill(session& s) {
+  const auto& o = s.opts;
+  backfill_request request;
+  request.room = o.room;
+  auto prio = parse_priority(o.backfill_priority);
+  if (!prio)
+    return usage("--priority must be high, normal or low, got \""
+                 + o.backfill_priority + "\"");
+  request.prio = *prio;
+  int conditions = 0;
+  if (!o.until_event.empty()) {
+    request.stop.what = stop_condition::kind::until_event;
+    request.stop.event_id = o.until_event;
+    ++conditions;
+  }
+  if (o.has_older_than) {
+    request.stop.what = stop_condition::kind::older_than;
+    request.stop.timestamp = o.older_than;
+    ++conditions;
+  }
+  if (!o.until_type.empty()) {
+    request.stop.what = stop_condition::kind::until_type;
+    request.stop.event_type = o.until_type;
+    ++conditions;
+  }
+  if (conditions > 1)
+    return usage("give at most one of --until-event, --older-than and "
+                 "--until-type");
+  request.max_batches = o.max_batches;
+  request.batch_size = o.batch_size;
+  backfill_ticket ticket;
+  if (auto failed = s.ask(ticket, enqueue_atom::value, request))
+    return fail(*failed);
+  // The run may take longer than one exchange: --timeout bounds each await,
+  // and a silent await is re-sent as long as the node answers a ping.
+  backfill_result result;
+  for (;;) {
+    std::optional<cli_failure> failed = s.ask(result, await_atom::value,
+                                              ticket);
+    if (!failed)
+      break;
+    if (failed->code != exit_unreachable)
+      return fail(*failed);
+    node_stats alive;
+    if (auto ping = s.ask(alive, stats_atom::value))
+      return fail(*ping);
+  }
+  std::cout << to_string(result.reason) << '\n';
+  for (const auto& event : result.events)
+    std::cout << format_event_line(event) << '\n';
+  std::cout.flush();
+  if (result.reason == stop_reason::failed)
+    return fail({exit_node_error, "the run for room " + o.room
+                                    + " failed: the pager reported an error "
+                                      "or did not answer in time"});
+  if (result.reason == stop_reason::cancelled)
+    return fail({exit_node_error,
+                 "the run for room " + o.room + " was cancelled"});
+  return exit_ok;
+}
+
 json to_json(const node_stats& x) {
   const auto& b = x.secrets;
+  const auto& sched = x.scheduler;
+  json finished = json::object();
+  for (std::size_t i = 0; i < sched.finished.size(); ++i)
+    finished[to_string(static_cast<stop_reason>(i))] = sched.finished[i];
   return json{
     {"uptime_s", x.uptime_s},
     {"shutting_down", x.shutting_down},
@@ -245,6 +363,14 @@ json to_json(const node_stats& x) {
       {"last_write_latency_us", b.last_write_latency_us},
       {"force_buffered", b.force_buffered},
       {"sealed", b.sealed}}},
+    {"scheduler",
+     {{"queued",
+       {{"low", sched.queued.at(0)},
+        {"normal", sched.queued.at(1)},
+        {"high", sched.queued.at(2)}}},
+      {"running", sched.running},
+      {"coalesced_joins", sched.coalesced_joins},
+      {"finished", finished}}},
   };
 }
 
@@ -366,12 +492,42 @@ int main(int argc, char** argv) {
   load_secrets_cmd->add_option("--batch", opts.load_batch, "entries per request")
     ->capture_default_str();
 
+  auto timeline = app.add_subcommand("timeline", "work on room timelines");
+  timeline->require_subcommand(1);
+  auto append = timeline->add_subcommand(
+    "append", "append events to ROOM, one per stdin line, oldest first:\n"
+              "EVENT_ID TYPE TIMESTAMP BODY...");
+  append->add_option("room", opts.room, "the room")->required();
+  auto backfill_cmd = app.add_subcommand(
+    "backfill", "load older history of ROOM through the scheduler; prints the "
+                "stop reason, then the loaded events newest first");
+  backfill_cmd->add_option("room", opts.room, "the room")->required();
+  backfill_cmd
+    ->add_option("--priority", opts.backfill_priority, "high, normal or low")
+    ->capture_default_str();
+  backfill_cmd->add_option("--until-event", opts.until_event,
+                           "stop once this event id was loaded");
+  auto older_than = backfill_cmd->add_option(
+    "--older-than", opts.older_than,
+    "stop once an event older than this timestamp was loaded");
+  backfill_cmd->add_option("--until-type", opts.until_type,
+                           "stop once an event of this type was loaded");
+  backfill_cmd
+    ->add_option("--max-batches", opts.max_batches,
+                 "stop after this many batches (0: no limit)")
+    ->capture_default_str();
+  backfill_cmd
+    ->add_option("--batch-size", opts.batch_size, "events per batch")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     auto code = app.exit(e);
     return code == 0 ? exit_ok : exit_usage;
   }
+  opts.has_older_than = older_than->count() > 0;
   auto timeout = parse_duration(opts.timeout_text);
   if (!timeout)
     return usage("--timeout \"" + opts.timeout_text
@@ -380,7 +536,7 @@ int main(int argc, char** argv) {
 
   cli_config cfg;
   caf::actor_system sys{cfg};
-  session s{sys, opts, {}};
+  session s{sys, opts};
   if (auto failed = connect_node(sys, opts.host, opts.port, opts.timeout,
                                  s.node))
     return fail(*failed);
@@ -394,5 +550,9 @@ int main(int argc, char** argv) {
     return stats(s);
   if (*load_secrets_cmd)
     return load_secrets(s);
+  if (*append)
+    return timeline_append(s);
+  if (*backfill_cmd)
+    return backfill(s);
   return usage("no command given; see --help");
 }

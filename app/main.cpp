@@ -14,8 +14,10 @@
 #include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/backfill_scheduler.hpp"
 #include "actors/node_gateway.hpp"
 #include "actors/secret_buffer.hpp"
+#include "actors/timeline_actors.hpp"
 #include "app/node_config.hpp"
 #include "storage/database.hpp"
 
@@ -54,9 +56,13 @@ caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
       self->request(gateway, std::chrono::seconds{10}, stats_atom::value)
         .then(
           [](node_stats& stats) {
-            spdlog::info("stats: uptime_s={} refused_requests={} secrets: {}",
+            const auto& s = stats.scheduler;
+            spdlog::info("stats: uptime_s={} refused_requests={} secrets: {} "
+                         "scheduler: queued_low={} queued_normal={} "
+                         "queued_high={} running={} coalesced_joins={}",
                          stats.uptime_s, stats.refused_requests,
-                         describe(stats.secrets));
+                         describe(stats.secrets), s.queued[0], s.queued[1],
+                         s.queued[2], s.running, s.coalesced_joins);
           },
           [self](caf::error& err) {
             spdlog::warn("stats: no answer from the gateway: {}",
@@ -75,13 +81,17 @@ caf::timespan until(steady_clock::time_point deadline) {
     std::chrono::milliseconds{1});
 }
 
-/// Refuses remote requests, then seals and flushes the secret buffer within
-/// the shutdown timeout. Returns whether everything queued was written.
+/// Refuses remote requests, cancels every back-pagination run (answering its
+/// callers), then seals and flushes the secret buffer within the shutdown
+/// timeout. Returns whether everything queued was written.
 bool drain_services(caf::actor_system& sys, const node_config& cfg,
-                    node_actor gateway, const secret_service& secrets) {
+                    node_actor gateway, scheduler_actor scheduler,
+                    const secret_service& secrets) {
   auto deadline = steady_clock::now() + cfg.shutdown_timeout;
   caf::scoped_actor self{sys};
   self->request(gateway, until(deadline), shutdown_atom::value)
+    .receive([](ok_atom) {}, [](caf::error&) {});
+  self->request(scheduler, until(deadline), shutdown_atom::value)
     .receive([](ok_atom) {}, [](caf::error&) {});
   self->request(secrets.buffer, until(deadline), seal_atom::value)
     .receive([](ok_atom) {}, [](caf::error&) {});
@@ -127,12 +137,26 @@ int run_node(caf::actor_system& sys, const node_config& cfg,
   secret_buffer_options options;
   options.pending_limit = cfg.secrets_pending_limit;
   auto secrets = spawn_secret_service(sys, *db, options);
-  auto gateway = spawn_node_gateway(sys, node_services{secrets.buffer});
+  auto timeline = sys.spawn<caf::detached>(timeline_store, *db);
+  scheduler_options scheduling;
+  scheduling.limits.max_concurrent = cfg.scheduler_max_concurrent;
+  scheduling.limits.max_queued = cfg.scheduler_max_queued;
+  scheduling.limits.max_per_priority = {cfg.scheduler_max_concurrent_low,
+                                        cfg.scheduler_max_concurrent_normal,
+                                        cfg.scheduler_max_concurrent_high};
+  scheduling.pager_timeout = cfg.scheduler_pager_timeout;
+  auto scheduler = spawn_backfill_scheduler(sys, timeline, scheduling);
+  auto gateway = spawn_node_gateway(
+    sys, node_services{secrets.buffer, scheduler, timeline});
   auto stop_actors = [&] {
-    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(secrets.buffer, caf::exit_reason::user_shutdown);
+    for (auto hdl : {caf::actor_cast<caf::actor>(gateway),
+                     caf::actor_cast<caf::actor>(scheduler),
+                     caf::actor_cast<caf::actor>(timeline),
+                     caf::actor_cast<caf::actor>(secrets.buffer)})
+      caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
     caf::scoped_actor self{sys};
-    self->wait_for(gateway, secrets.buffer, secrets.drain, secrets.reader);
+    self->wait_for(gateway, scheduler, timeline, secrets.buffer, secrets.drain,
+                   secrets.reader);
   };
   auto port = sys.middleman().publish(gateway, cfg.port, cfg.host.c_str(),
                                       true);
@@ -154,7 +178,7 @@ int run_node(caf::actor_system& sys, const node_config& cfg,
                caf::deep_to_string(cfg.shutdown_timeout));
   if (reporter)
     caf::anon_send_exit(reporter, caf::exit_reason::user_shutdown);
-  auto written = drain_services(sys, cfg, gateway, secrets);
+  auto written = drain_services(sys, cfg, gateway, scheduler, secrets);
   static_cast<void>(sys.middleman().unpublish(gateway, *port));
   stop_actors();
   auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;

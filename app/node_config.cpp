@@ -111,6 +111,14 @@ std::string check_values(const node_config& cfg) {
   if (cfg.shutdown_timeout.count() <= 0)
     return "coalesce.shutdown-timeout = "
            + caf::deep_to_string(cfg.shutdown_timeout) + " must be positive";
+  if (cfg.scheduler_max_concurrent == 0)
+    return "coalesce.scheduler-max-concurrent = 0 must be positive";
+  if (cfg.scheduler_max_queued == 0)
+    return "coalesce.scheduler-max-queued = 0 must be positive";
+  if (cfg.scheduler_pager_timeout.count() <= 0)
+    return "coalesce.scheduler-pager-timeout = "
+           + caf::deep_to_string(cfg.scheduler_pager_timeout)
+           + " must be positive";
   if (cfg.stats_interval.count() < 0)
     return "coalesce.stats-interval = "
            + caf::deep_to_string(cfg.stats_interval)
@@ -135,7 +143,19 @@ node_config::node_config() {
     .add(shutdown_timeout, "shutdown-timeout",
          "how long sealing and flushing may take on shutdown (e.g. 30s)")
     .add(stats_interval, "stats-interval",
-         "how often a stats line is logged (e.g. 60s; 0s: never)");
+         "how often a stats line is logged (e.g. 60s; 0s: never)")
+    .add(scheduler_max_concurrent, "scheduler-max-concurrent",
+         "back-pagination runs at once (> 0)")
+    .add(scheduler_max_queued, "scheduler-max-queued",
+         "distinct back-pagination runs that may wait (> 0)")
+    .add(scheduler_max_concurrent_low, "scheduler-max-concurrent-low",
+         "low-priority runs at once (0: no cap)")
+    .add(scheduler_max_concurrent_normal, "scheduler-max-concurrent-normal",
+         "normal-priority runs at once (0: no cap)")
+    .add(scheduler_max_concurrent_high, "scheduler-max-concurrent-high",
+         "high-priority runs at once (0: no cap)")
+    .add(scheduler_pager_timeout, "scheduler-pager-timeout",
+         "how long one batch may take before a run fails (e.g. 30s)");
 }
 
 std::string load_node_config(node_config& cfg, int argc, char** argv) {

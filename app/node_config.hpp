@@ -32,6 +32,16 @@ struct node_config : caf::actor_system_config {
   caf::timespan shutdown_timeout = std::chrono::seconds{30};
   /// How often a stats line is logged; 0 turns it off.
   caf::timespan stats_interval = std::chrono::seconds{60};
+  /// Back-pagination runs at once, all priorities; must be positive.
+  std::size_t scheduler_max_concurrent = 3;
+  /// Distinct (room, priority) runs that may wait; must be positive.
+  std::size_t scheduler_max_queued = 10000;
+  /// Runs at once per priority; 0 means no cap.
+  std::size_t scheduler_max_concurrent_low = 0;
+  std::size_t scheduler_max_concurrent_normal = 0;
+  std::size_t scheduler_max_concurrent_high = 0;
+  /// How long the pager may take for one batch before a run fails.
+  caf::timespan scheduler_pager_timeout = std::chrono::seconds{30};
 
   /// The options of the `coalesce` group (and CAF's own), for checking.
   const caf::config_option_set& options() const {

@@ -20,5 +20,11 @@ using write_atom = caf::atom_constant<caf::atom("write")>;
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+using page_atom = caf::atom_constant<caf::atom("page")>;
+using append_atom = caf::atom_constant<caf::atom("append")>;
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;
+using await_atom = caf::atom_constant<caf::atom("await")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using detach_atom = caf::atom_constant<caf::atom("detach")>;
 
 } // namespace coalesce

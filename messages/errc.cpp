@@ -18,6 +18,14 @@ std::string to_string(errc x) {
       return "unsupported_format";
     case errc::not_permitted:
       return "not_permitted";
+    case errc::invalid_request:
+      return "invalid_request";
+    case errc::queue_full:
+      return "queue_full";
+    case errc::unknown_ticket:
+      return "unknown_ticket";
+    case errc::shut_down:
+      return "shut_down";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }
@@ -38,6 +46,14 @@ std::string describe(errc x) {
       return "the database has an unsupported format";
     case errc::not_permitted:
       return "the request is not permitted";
+    case errc::invalid_request:
+      return "invalid request";
+    case errc::queue_full:
+      return "the queue is full";
+    case errc::unknown_ticket:
+      return "unknown ticket";
+    case errc::shut_down:
+      return "the service is shut down";
   }
   return to_string(x);
 }

@@ -29,6 +29,15 @@ enum class errc : uint8_t {
   unsupported_format = 6,
   /// The caller may not make this request (e.g. shutting down another node).
   not_permitted = 7,
+  /// A request was malformed (e.g. an empty room name, an event without an
+  /// id, or a page of zero events); nothing of it was done.
+  invalid_request = 8,
+  /// Too many runs already wait; the request was not admitted.
+  queue_full = 9,
+  /// A ticket the scheduler never issued or has long forgotten.
+  unknown_ticket = 10,
+  /// The service was shut down and takes no new requests.
+  shut_down = 11,
 };
 
 /// The category atom of coalesce's errors.

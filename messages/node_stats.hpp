@@ -4,6 +4,7 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "messages/backfill.hpp"
 #include "messages/secret_buffer_stats.hpp"
 
 namespace coalesce {
@@ -18,12 +19,13 @@ struct node_stats {
   /// Requests the node refused because it was shutting down.
   uint64_t refused_requests = 0;
   secret_buffer_stats secrets;
+  scheduler_stats scheduler;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
   return f(caf::meta::type_name("node_stats"), x.uptime_s, x.shutting_down,
-           x.refused_requests, x.secrets);
+           x.refused_requests, x.secrets, x.scheduler);
 }
 
 } // namespace coalesce

@@ -2,6 +2,7 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include "messages/backfill.hpp"
 #include "messages/errc.hpp"
 #include "messages/node_stats.hpp"
 #include "messages/secret_buffer_stats.hpp"
@@ -18,6 +19,13 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<stored_secret>("coalesce.stored_secret");
   cfg.add_message_type<secret_buffer_stats>("coalesce.secret_buffer_stats");
   cfg.add_message_type<node_stats>("coalesce.node_stats");
+  cfg.add_message_type<timeline_event>("coalesce.timeline_event");
+  cfg.add_message_type<timeline_page>("coalesce.timeline_page");
+  cfg.add_message_type<stop_condition>("coalesce.stop_condition");
+  cfg.add_message_type<backfill_request>("coalesce.backfill_request");
+  cfg.add_message_type<backfill_ticket>("coalesce.backfill_ticket");
+  cfg.add_message_type<backfill_result>("coalesce.backfill_result");
+  cfg.add_message_type<scheduler_stats>("coalesce.scheduler_stats");
   cfg.add_error_category(errc_category, render_errc);
 }
 

@@ -66,7 +66,7 @@ database::open(const database_options& options) {
                                                 &names);
   if (!listed.ok())
     names.clear(); // A new directory has no families yet.
-  for (const char* wanted : {meta_family, secrets_family})
+  for (const char* wanted : {meta_family, secrets_family, timeline_family})
     if (std::find(names.begin(), names.end(), wanted) == names.end())
       names.emplace_back(wanted);
 
@@ -88,6 +88,8 @@ database::open(const database_options& options) {
       state->meta = handle;
     else if (handle->GetName() == secrets_family)
       state->secrets = handle;
+    else if (handle->GetName() == timeline_family)
+      state->timeline = handle;
   }
   auto result = std::make_shared<database>(std::move(state));
   if (auto err = check_format_version(result->internals()))
@@ -120,6 +122,7 @@ caf::error database::close() {
   impl_->families.clear();
   impl_->meta = nullptr;
   impl_->secrets = nullptr;
+  impl_->timeline = nullptr;
   auto close_error = to_error(impl_->db->Close(), "closing the database");
   impl_->db.reset();
   return sync_error ? sync_error : close_error;

@@ -17,6 +17,7 @@ namespace coalesce::storage {
 /// Names of the column families this build uses.
 constexpr const char* meta_family = "default";
 constexpr const char* secrets_family = "secrets";
+constexpr const char* timeline_family = "timeline";
 
 struct database::impl {
   database_options options;
@@ -24,6 +25,7 @@ struct database::impl {
   std::vector<rocksdb::ColumnFamilyHandle*> families;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
   rocksdb::ColumnFamilyHandle* secrets = nullptr;
+  rocksdb::ColumnFamilyHandle* timeline = nullptr;
   /// WAL sync per batch as `options.mode` says.
   rocksdb::WriteOptions write_options;
 };

@@ -24,6 +24,8 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
   secret_drain_actor drain;
   secret_reader_actor reader;
   secret_buffer_actor buffer;
+  timeline_actor timeline;
+  scheduler_actor scheduler;
   node_actor gateway;
 
   gateway_fixture() {
@@ -34,13 +36,17 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
     drain = sys.spawn(secret_drain_worker, db);
     reader = sys.spawn(secret_reader, db);
     buffer = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{});
-    gateway = spawn_node_gateway(sys, node_services{buffer});
+    timeline = sys.spawn(timeline_store, db);
+    scheduler = spawn_backfill_scheduler(sys, timeline, scheduler_options{});
+    gateway = spawn_node_gateway(sys, node_services{buffer, scheduler,
+                                                    timeline});
     sched.run();
   }
 
   ~gateway_fixture() override {
     for (auto hdl : {actor_cast<actor>(gateway), actor_cast<actor>(buffer),
-                     actor_cast<actor>(drain), actor_cast<actor>(reader)})
+                     actor_cast<actor>(drain), actor_cast<actor>(reader),
+                     actor_cast<actor>(scheduler), actor_cast<actor>(timeline)})
       anon_send_exit(hdl, exit_reason::kill);
     sched.run();
   }
@@ -77,6 +83,35 @@ CAF_TEST(requests reach the secret buffer through the gateway) {
   auto stats = ask<node_stats>(stats_atom::value);
   CAF_CHECK_EQUAL(stats.secrets.entries_written, 1u);
   CAF_CHECK(!stats.shutting_down);
+}
+
+/// The timeline and the scheduler behind the gateway: append, then backfill
+/// through the default pager, which reads the RocksDB timeline.
+CAF_TEST(a backfill through the gateway pages the stored timeline) {
+  std::vector<timeline_event> events;
+  for (int i = 1; i <= 5; ++i)
+    events.push_back(timeline_event{"e" + std::to_string(i), "m.text", i,
+                                    "hello " + std::to_string(i)});
+  CAF_CHECK_EQUAL(ask<uint64_t>(append_atom::value, std::string{"!room"},
+                                events),
+                  5u);
+  backfill_request request;
+  request.room = "!room";
+  request.batch_size = 2;
+  request.stop.what = stop_condition::kind::until_event;
+  request.stop.event_id = "e2";
+  auto ticket = ask<backfill_ticket>(enqueue_atom::value, request);
+  auto result = ask<backfill_result>(await_atom::value, ticket);
+  CAF_CHECK_EQUAL(result.reason, stop_reason::stop_condition_met);
+  CAF_CHECK_EQUAL(result.batches, 2u);
+  std::vector<std::string> ids;
+  for (auto& e : result.events)
+    ids.push_back(e.event_id);
+  CAF_CHECK_EQUAL(ids, (std::vector<std::string>{"e5", "e4", "e3", "e2"}));
+  auto stats = ask<node_stats>(stats_atom::value);
+  CAF_CHECK_EQUAL(
+    stats.scheduler.finished[static_cast<int>(stop_reason::stop_condition_met)],
+    1u);
 }
 
 /// After shutdown, remote callers get a clear error instead of a write that

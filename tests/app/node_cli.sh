@@ -251,6 +251,46 @@ test_load_prints_a_json_summary() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+test_timeline_append_and_backfill_through_the_cli() {
+  start_node timeline || { CURRENT_OK=0; return; }
+  local i
+  for ((i = 1; i <= 10; i++)); do
+    echo "e$i m.room.message $((1000 + i)) message number $i, with spaces"
+  done >"$WORK/events.in"
+  check "timeline append exits 0" cli timeline append '!room:x' <"$WORK/events.in"
+  cli backfill '!room:x' --batch-size=3 --until-event=e4 >"$WORK/backfill1.out"
+  local rc=$?
+  check "backfill exits 0 (got $rc)" [ "$rc" = 0 ]
+  { echo stop_condition_met
+    for ((i = 10; i >= 2; i--)); do
+      echo "e$i m.room.message $((1000 + i)) message number $i, with spaces"
+    done; } >"$WORK/backfill1.expected"
+  check "the stop reason, then the loaded events newest first" \
+    cmp -s "$WORK/backfill1.expected" "$WORK/backfill1.out"
+  check "a second backfill goes on from there to the start" \
+    [ "$(cli backfill '!room:x' | head -n 2 | tr '\n' '|')" = "reached_timeline_start|e1 m.room.message 1001 message number 1, with spaces|" ]
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+  start_node timeline || { CURRENT_OK=0; return; }
+  check "the position survives a restart" \
+    [ "$(cli backfill '!room:x')" = "reached_timeline_start" ]
+  for ((i = 1; i <= 6; i++)); do
+    echo "n$i m.room.message $((2000 + i))"
+  done | cli timeline append '!other:x'
+  echo "n7 m.room.create 2007" | cli timeline append '!other:x'
+  check "--max-batches ends with batch_limit_reached" \
+    [ "$(cli backfill '!other:x' --batch-size=2 --max-batches=1 | head -n 1)" = "batch_limit_reached" ]
+  check "--older-than stops at the first older event" \
+    [ "$(cli backfill '!other:x' --batch-size=1 --older-than=2005 | tr '\n' '|')" = "stop_condition_met|n5 m.room.message 2005|n4 m.room.message 2004|" ]
+  cli backfill '!other:x' --priority=urgent >/dev/null 2>&1
+  rc=$?
+  check "an unknown priority is a usage error (got $rc)" [ "$rc" = 2 ]
+  cli backfill '!other:x' --until-event=a --until-type=b >/dev/null 2>&1
+  rc=$?
+  check "two stop conditions are a usage error (got $rc)" [ "$rc" = 2 ]
+  check "stats include the scheduler" grep -q '"scheduler":{"queued":{"low":0,"normal":0,"high":0},"running":0' <<<"$(cli stats)"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
 # refuse_start DESCRIPTION KEY ARGS...: the node must refuse to start with
 # ARGS and name KEY.
 refuse_start() {
@@ -287,6 +327,13 @@ shutdown-timeout|"soon"
 shutdown-timeout|30
 stats-interval|60
 stats-interval|"often"
+scheduler-max-concurrent|0
+scheduler-max-concurrent|"three"
+scheduler-max-queued|-1
+scheduler-max-concurrent-low|"none"
+scheduler-max-concurrent-normal|-2
+scheduler-max-concurrent-high|1.5
+scheduler-pager-timeout|30
 EOF_SETTINGS
   while IFS='|' read -r key value; do
     refuse_start "--coalesce.$key=$value" "coalesce.$key" \
@@ -304,6 +351,12 @@ port|70000
 shutdown-timeout|soon
 shutdown-timeout|30
 stats-interval|5
+scheduler-max-concurrent|0
+scheduler-max-queued|lots
+scheduler-max-concurrent-low|-1
+scheduler-max-concurrent-normal|x
+scheduler-max-concurrent-high|1.5
+scheduler-pager-timeout|soon
 EOF_SETTINGS
   refuse_start "an unknown key" "coalesce.nope" --config-file="$ROOT/config/coalesce.ini" --coalesce.nope=1
 }
@@ -340,6 +393,7 @@ run_test "an unreachable node exits 3 within the timeout"
 run_test "a stopped node exits 3 within the timeout"
 run_test "stats is one json object"
 run_test "load prints a json summary"
+run_test "timeline append and backfill through the cli"
 run_test "wrongly typed settings are refused"
 run_test "scripts run starts a node that stops cleanly"
 

@@ -222,7 +222,8 @@ CAF_TEST(opening creates missing column families and keeps unknown ones) {
                 .ok());
   std::sort(families.begin(), families.end());
   CAF_CHECK_EQUAL(families, (std::vector<std::string>{
-                              "default", "from_a_newer_build", "secrets"}));
+                              "default", "from_a_newer_build", "secrets",
+                              "timeline"}));
   auto reopened = database::open({older.sub("db"), durability::synced});
   CAF_REQUIRE(reopened.engaged());
   CAF_CHECK(read_secrets(**reopened, {key_of("M")})->front().found);

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/atoms.hpp"
+#include "messages/backfill.hpp"
+
+namespace coalesce::storage {
+class database;
+} // namespace coalesce::storage
+
+/// The actors through which room timelines are paged and appended.
+///
+/// `pager_actor` is the interface the back-pagination scheduler loads
+/// history through; anything that answers it can stand in (the RocksDB store
+/// below, a remote homeserver client, a scripted pager in tests).
+///
+/// `timeline_store` is the one owner of the timeline in a database: the
+/// storage functions read and rewrite a room's head and position, which is
+/// safe only because this actor's mailbox serializes every call. It makes
+/// blocking RocksDB calls, so production spawns it `caf::detached` (on its
+/// own thread, never on CAF's scheduler); under the deterministic test
+/// coordinator it is spawned as an ordinary scheduled actor.
+///
+/// Failures come back as the request's error: errc::invalid_request for a
+/// malformed request (nothing stored), errc::storage_failed or
+/// errc::corrupt_record from the database.
+namespace coalesce {
+
+/// "Load the next older batch of room R, at most N events": answers the
+/// batch, newest first, or an error.
+using pager_actor = caf::typed_actor<
+  caf::replies_to<page_atom, std::string, uint32_t>::with<timeline_page>>;
+
+/// A pager that also stores: append answers how many events it appended.
+using timeline_actor = pager_actor::extend<
+  caf::replies_to<append_atom, std::string,
+                  std::vector<timeline_event>>::with<uint64_t>>;
+
+timeline_actor::behavior_type
+timeline_store(timeline_actor::pointer self,
+               std::shared_ptr<storage::database> db);
+
+} // namespace coalesce
