@@ -10,9 +10,13 @@
 // run), finish it. Only the start_runnable call is timed.
 //
 // Ours should be flat in N (a capped priority is skipped in O(1)); the
-// seed's decision pops and pushes back the whole backlog, O(N log N). The
-// actor part of this benchmark (requests_per_s, overhead_us) is measured
-// elsewhere and left null here. The last line is one JSON object.
+// seed's decision pops and pushes back the whole backlog, O(N log N).
+//
+// The actor part: with a pager that answers at once, requests per second
+// through the scheduler actor (enqueue, then await, many in flight, each for
+// its own room), and the per-request overhead: the closed-loop round trip of
+// one request through the scheduler minus one request to the pager itself.
+// The last line is one JSON object.
 
 #include <algorithm>
 #include <chrono>
@@ -23,9 +27,12 @@
 #include <string>
 #include <vector>
 
+#include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/backfill_scheduler.hpp"
 #include "actors/run_queue.hpp"
+#include "messages/registration.hpp"
 #include "bench/scheduler_decision.hpp"
 
 using namespace coalesce;
@@ -107,6 +114,137 @@ double best_of(std::size_t rounds, std::size_t backlog, std::size_t iterations,
 
 } // namespace
 
+/// A pager that answers every request at once with one event at the start
+/// of the timeline, so a run is one batch and costs only the scheduler.
+pager_actor::behavior_type instant_pager() {
+  return {
+    [](page_atom, const std::string& room, uint32_t) {
+      return timeline_page{{timeline_event{"$" + room, "m.room.create", 1, ""}},
+                           true};
+    },
+  };
+}
+
+struct driver_report {
+  std::vector<double> latencies_us;
+  std::size_t failures = 0;
+};
+
+/// Sends `total` backfills (enqueue, then await), `window` at a time, each
+/// for its own room, recording each one's round trip.
+caf::behavior backfill_driver(caf::event_based_actor* self,
+                              scheduler_actor scheduler, std::size_t total,
+                              std::size_t window,
+                              std::shared_ptr<driver_report> report) {
+  auto next = std::make_shared<std::size_t>(0);
+  auto send_next = std::make_shared<std::function<void()>>();
+  *send_next = [=] {
+    if (*next == total)
+      return;
+    backfill_request request;
+    request.room = room_id("r", (*next)++);
+    auto started = clock_type::now();
+    auto done = [=](bool ok) {
+      if (ok)
+        report->latencies_us.push_back(
+          std::chrono::duration<double, std::micro>(clock_type::now()
+                                                    - started)
+            .count());
+      else
+        report->failures += 1;
+      if (report->latencies_us.size() + report->failures == total)
+        self->quit();
+      else
+        (*send_next)();
+    };
+    self->request(scheduler, caf::infinite, enqueue_atom::value, request)
+      .then(
+        [=](backfill_ticket ticket) {
+          self->request(scheduler, caf::infinite, await_atom::value, ticket)
+            .then([=](backfill_result&) { done(true); },
+                  [=](caf::error&) { done(false); });
+        },
+        [=](caf::error&) { done(false); });
+  };
+  for (std::size_t i = 0; i < window; ++i)
+    (*send_next)();
+  return {[](caf::unit_t) {}};
+}
+
+/// One page request at a time straight to the pager: the baseline round trip.
+caf::behavior pager_driver(caf::event_based_actor* self, pager_actor pager,
+                           std::size_t total,
+                           std::shared_ptr<driver_report> report) {
+  auto next = std::make_shared<std::function<void()>>();
+  *next = [=] {
+    auto started = clock_type::now();
+    self->request(pager, caf::infinite, page_atom::value, std::string{"!r"},
+                  uint32_t{30})
+      .then([=](timeline_page&) {
+        report->latencies_us.push_back(
+          std::chrono::duration<double, std::micro>(clock_type::now()
+                                                    - started)
+            .count());
+        if (report->latencies_us.size() == total)
+          self->quit();
+        else
+          (*next)();
+      });
+  };
+  (*next)();
+  return {[](caf::unit_t) {}};
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs.empty() ? 0 : xs[xs.size() / 2];
+}
+
+struct actor_figures {
+  double requests_per_s;
+  double overhead_us;
+};
+
+actor_figures measure_actor_path() {
+  struct config : caf::actor_system_config {
+    config() {
+      register_message_types(*this);
+    }
+  } cfg;
+  caf::actor_system sys{cfg};
+  auto pager = sys.spawn(instant_pager);
+  scheduler_options options;
+  options.limits.max_concurrent = 64;
+  options.limits.max_queued = 100'000;
+  auto scheduler = spawn_backfill_scheduler(sys, pager, options);
+  caf::scoped_actor self{sys};
+  constexpr std::size_t throughput_requests = 100'000;
+  auto bulk = std::make_shared<driver_report>();
+  auto started = clock_type::now();
+  self->wait_for(sys.spawn(backfill_driver, scheduler, throughput_requests,
+                           std::size_t{256}, bulk));
+  auto seconds = std::chrono::duration<double>(clock_type::now() - started)
+                   .count();
+  if (bulk->failures > 0)
+    fail(std::to_string(bulk->failures) + " backfills failed");
+  constexpr std::size_t closed_loop = 5'000;
+  auto through_scheduler = std::make_shared<driver_report>();
+  self->wait_for(sys.spawn(backfill_driver, scheduler, closed_loop,
+                           std::size_t{1}, through_scheduler));
+  auto direct = std::make_shared<driver_report>();
+  self->wait_for(sys.spawn(pager_driver, pager, closed_loop, direct));
+  auto scheduler_us = median(through_scheduler->latencies_us);
+  auto pager_us = median(direct->latencies_us);
+  std::printf("through the scheduler: %.0f backfills/s (%zu, 256 in flight); "
+              "closed loop: %.1f us per backfill, %.1f us per direct pager "
+              "request, overhead %.1f us\n",
+              throughput_requests / seconds, throughput_requests, scheduler_us,
+              pager_us, scheduler_us - pager_us);
+  self->send_exit(scheduler, caf::exit_reason::user_shutdown);
+  self->send_exit(pager, caf::exit_reason::user_shutdown);
+  return {throughput_requests / seconds, scheduler_us - pager_us};
+}
+
 int main(int argc, char**) {
   if (argc > 1) {
     std::cerr << "usage: coalesce-bench-scheduler (no options)\n";
@@ -143,14 +281,15 @@ int main(int argc, char**) {
   }
   std::printf("flatness (ours at 100k / ours at 1k): %.2f\n",
               ours_100k / ours_1k);
+  auto figures = measure_actor_path();
 
   auto round_to = [](double x, double scale) {
     return std::round(x * scale) / scale;
   };
   nlohmann::ordered_json result{
     {"bench", "scheduler"},
-    {"requests_per_s", nullptr},
-    {"overhead_us", nullptr},
+    {"requests_per_s", std::round(figures.requests_per_s)},
+    {"overhead_us", round_to(figures.overhead_us, 10)},
     {"seed_us_per_decision_100k", round_to(seed_100k, 1000)},
     {"ours_us_per_decision_1k", round_to(ours_1k, 1000)},
     {"ours_us_per_decision_100k", round_to(ours_100k, 1000)},
