@@ -59,6 +59,12 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
         return refuse(self);
       return self->delegate(self->state.services.secrets, flush_atom::value);
     },
+    [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
+      if (self->state.shutting_down)
+        return refuse(self);
+      return self->delegate(self->state.services.secrets, flush_atom::value,
+                            deadline);
+    },
     [self](append_atom, std::string& room,
            std::vector<timeline_event>& events) -> caf::result<uint64_t> {
       if (self->state.shutting_down)

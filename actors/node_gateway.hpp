@@ -32,6 +32,7 @@ using node_actor = caf::typed_actor<
   caf::replies_to<lookup_atom, std::vector<secret_key>>::with<
     std::vector<secret_lookup>>,
   caf::replies_to<flush_atom>::with<ok_atom>,
+  caf::replies_to<flush_atom, caf::timespan>::with<ok_atom>,
   caf::replies_to<append_atom, std::string, std::vector<timeline_event>>::with<
     uint64_t>,
   caf::replies_to<enqueue_atom, backfill_request>::with<backfill_ticket>,

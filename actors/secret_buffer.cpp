@@ -79,6 +79,8 @@ struct secret_buffer_state {
   struct durability_waiter {
     uint64_t sequence;
     ok_promise promise;
+    /// Names a flush with a deadline (0: none).
+    uint64_t deadline_id = 0;
   };
 
   explicit secret_buffer_state(caf::local_actor*) : pending(1) {
@@ -134,12 +136,22 @@ struct secret_buffer_state {
   steady_clock::time_point batch_started;
   bool sealed = false;
   secret_buffer_stats stats;
+  /// When writes started failing; meaningful while `failing`.
+  steady_clock::time_point failing_since;
+  bool failing = false;
+  /// `stats.retries` when the current streak of failures began.
+  uint64_t streak_start_retries = 0;
+  uint64_t next_deadline_id = 1;
 };
 
 namespace {
 
 using buffer_pointer
   = secret_buffer_actor::stateful_pointer<secret_buffer_state>;
+
+uint64_t retries_at_streak_start(const secret_buffer_state& st) {
+  return st.streak_start_retries;
+}
 
 void schedule_drain(buffer_pointer self) {
   auto& st = self->state;
@@ -160,7 +172,7 @@ void answer_producer(buffer_pointer self, ok_promise& promise,
     promise.deliver(ok_atom::value);
     return;
   }
-  st.durability_waiters.push_back({last_sequence, std::move(promise)});
+  st.durability_waiters.push_back({last_sequence, std::move(promise), 0});
   check_durability(self);
 }
 
@@ -231,6 +243,14 @@ void write_batch(buffer_pointer self) {
           = std::chrono::duration_cast<std::chrono::microseconds>(took)
               .count();
         st.retry_delay = caf::timespan{0};
+        if (st.failing) {
+          st.failing = false;
+          spdlog::info("secret buffer: writes succeed again after {} ms",
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                         steady_clock::now() - st.failing_since)
+                         .count());
+          st.stats.last_error.clear();
+        }
         // The next batch goes out before the clean-up of this one, so the
         // disk does not wait for it; what the clean-up admits rides in the
         // batch after.
@@ -255,17 +275,28 @@ void write_batch(buffer_pointer self) {
         auto& st = self->state;
         st.stats.failed_batches += 1;
         st.pending.abandon_batch();
+        st.stats.last_error = self->system().render(err);
+        if (!st.failing) {
+          st.failing = true;
+          st.failing_since = steady_clock::now();
+          st.streak_start_retries = st.stats.retries;
+        }
         st.retry_delay = st.retry_delay.count() == 0
                            ? st.options.retry_base
                            : std::min(st.retry_delay * 2,
                                       st.options.retry_max);
-        spdlog::warn("secret buffer: writing a batch of {} entries failed, "
-                     "kept pending, retry in {} ms: {}",
-                     size,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                       st.retry_delay)
-                       .count(),
-                     self->system().render(err));
+        // The first failure of a streak is worth an operator's attention;
+        // the retries that follow it are not.
+        spdlog::log(st.stats.retries == retries_at_streak_start(st)
+                      ? spdlog::level::warn
+                      : spdlog::level::debug,
+                    "secret buffer: writing a batch of {} entries failed, "
+                    "kept pending, retry in {} ms: {}",
+                    size,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                      st.retry_delay)
+                      .count(),
+                    self->system().render(err));
         st.drain_scheduled = true;
         self->delayed_send(self, st.retry_delay, drain_atom::value);
       });
@@ -423,7 +454,7 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
     [self](flush_atom) -> caf::result<ok_atom> {
       auto& st = self->state;
       auto promise = self->make_response_promise<ok_atom>();
-      st.durability_waiters.push_back({st.pending.last_sequence(), promise});
+      st.durability_waiters.push_back({st.pending.last_sequence(), promise, 0});
       schedule_drain(self);
       check_durability(self);
       return promise;
@@ -442,6 +473,11 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
     [self](stats_atom) {
       auto& st = self->state;
       auto stats = st.stats;
+      if (st.failing)
+        stats.failing_for_ms
+          = std::chrono::duration_cast<std::chrono::milliseconds>(
+              steady_clock::now() - st.failing_since)
+              .count();
       stats.pending = st.pending.size();
       stats.waiting_producers = st.pending.waiting_producers();
       stats.held_entries = st.pending.held_entries();
@@ -450,7 +486,36 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
     [self](drain_atom) {
       auto& st = self->state;
       st.drain_scheduled = false;
+      if (st.failing)
+        st.stats.retries += 1;
       write_batch(self);
+    },
+    [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      auto promise = self->make_response_promise<ok_atom>();
+      auto id = st.next_deadline_id++;
+      st.durability_waiters.push_back({st.pending.last_sequence(), promise, id});
+      self->delayed_send(self, deadline, caf::timeout_atom::value, id);
+      schedule_drain(self);
+      check_durability(self);
+      return promise;
+    },
+    [self](caf::timeout_atom, uint64_t id) {
+      auto& st = self->state;
+      for (auto* waiters : {&st.durability_waiters, &st.syncing}) {
+        auto i = std::find_if(waiters->begin(), waiters->end(),
+                              [id](const auto& w) { return w.deadline_id == id; });
+        if (i == waiters->end())
+          continue;
+        auto reason = st.failing ? "writes are failing: " + st.stats.last_error
+                                 : std::string{"the write is still in flight"};
+        i->promise.deliver(make_error(
+          errc::storage_failed, "not durable by the flush's deadline; the "
+                                "entries stay pending and are retried; "
+                                  + reason));
+        waiters->erase(i);
+        return;
+      }
     },
   };
 }

@@ -37,7 +37,9 @@
 ///   Held entries are already readable.
 /// - Nothing that reached the buffer is discarded: a waiting producer that
 ///   dies has its held entries admitted past the limit; a failed batch stays
-///   pending and is retried with exponential backoff.
+///   pending and readable and is retried with exponential backoff (the drain
+///   worker asks the database to recover meanwhile). While writes fail,
+///   producers back-pressure at the high-water mark as usual.
 /// - `flush` is answered once everything queued before it is durable (the
 ///   flush ends with a WAL sync, whatever the durability mode). After `seal`,
 ///   every `queue` is answered only once its entries are durable.
@@ -63,10 +65,15 @@ using secret_buffer_actor = caf::typed_actor<
   caf::replies_to<lookup_atom, std::vector<secret_key>>::with<
     std::vector<secret_lookup>>,
   caf::replies_to<flush_atom>::with<ok_atom>,
+  /// A flush that answers an error naming the failure if the data is not
+  /// durable within the deadline; the data stays pending and is retried.
+  caf::replies_to<flush_atom, caf::timespan>::with<ok_atom>,
   caf::replies_to<seal_atom>::with<ok_atom>,
   caf::replies_to<stats_atom>::with<secret_buffer_stats>,
   /// Writes what is pending now (also the buffer's own wake-up and retry).
-  caf::reacts_to<drain_atom>>;
+  caf::reacts_to<drain_atom>,
+  /// The buffer's own reminder that the deadline of flush N has passed.
+  caf::reacts_to<caf::timeout_atom, uint64_t>>;
 
 struct secret_buffer_options {
   /// Distinct pending keys before producers wait. A live stream drains long

@@ -238,8 +238,11 @@ int secret_get(session& s) {
 }
 
 int secret_flush(session& s) {
+  // The node answers with the reason if the data is not durable in time,
+  // before this client's own timeout would leave the user guessing.
+  auto deadline = s.opts.timeout * 8 / 10;
   ok_atom done;
-  if (auto failed = s.ask(done, flush_atom::value))
+  if (auto failed = s.ask(done, flush_atom::value, deadline))
     return fail(*failed);
   return exit_ok;
 }
@@ -362,7 +365,10 @@ json to_json(const node_stats& x) {
       {"last_batch_size", b.last_batch_size},
       {"last_write_latency_us", b.last_write_latency_us},
       {"force_buffered", b.force_buffered},
-      {"sealed", b.sealed}}},
+      {"sealed", b.sealed},
+      {"retries", b.retries},
+      {"failing_for_ms", b.failing_for_ms},
+      {"last_error", b.last_error}}},
     {"scheduler",
      {{"queued",
        {{"low", sched.queued.at(0)},

@@ -21,6 +21,10 @@
 #include "app/node_config.hpp"
 #include "storage/database.hpp"
 
+#ifdef COALESCE_FAULT_SEAM
+#  include "app/fault_control.hpp"
+#endif
+
 using namespace coalesce;
 using std::chrono::steady_clock;
 
@@ -40,11 +44,12 @@ sigset_t block_shutdown_signals() {
 std::string describe(const secret_buffer_stats& x) {
   return fmt::format("pending={} waiting_producers={} held_entries={} "
                      "batches_written={} entries_written={} failed_batches={} "
-                     "last_batch_size={} last_write_us={} force_buffered={}",
+                     "last_batch_size={} last_write_us={} force_buffered={} "
+                     "retries={} failing_for_ms={}",
                      x.pending, x.waiting_producers, x.held_entries,
                      x.batches_written, x.entries_written, x.failed_batches,
                      x.last_batch_size, x.last_write_latency_us,
-                     x.force_buffered);
+                     x.force_buffered, x.retries, x.failing_for_ms);
 }
 
 /// Logs the node's counters every `interval` until it is told to stop.
@@ -126,7 +131,19 @@ bool drain_services(caf::actor_system& sys, const node_config& cfg,
 int run_node(caf::actor_system& sys, const node_config& cfg,
              const sigset_t& shutdown_signals) {
   auto mode = *storage::parse_durability(cfg.durability);
-  auto db = storage::database::open({cfg.db_path, mode});
+  storage::database_options db_options{cfg.db_path, mode};
+#ifdef COALESCE_FAULT_SEAM
+  // Test build only: the disk fails on demand, switched from a file.
+  auto faults = std::make_shared<storage::fault_switches>();
+  db_options.file_system = storage::make_fault_injecting_file_system(faults);
+  const char* control_file = std::getenv("COALESCE_FAULT_CONTROL");
+  std::unique_ptr<fault_control> control;
+  if (control_file != nullptr)
+    control = std::make_unique<fault_control>(control_file, faults);
+  spdlog::warn("this is the test build with the fault seam; control file: {}",
+               control_file != nullptr ? control_file : "(none)");
+#endif
+  auto db = storage::database::open(db_options);
   if (!db) {
     spdlog::critical("cannot open the database at {}: {}", cfg.db_path,
                      sys.render(db.error()));
@@ -136,6 +153,8 @@ int run_node(caf::actor_system& sys, const node_config& cfg,
                cfg.durability);
   secret_buffer_options options;
   options.pending_limit = cfg.secrets_pending_limit;
+  options.retry_base = cfg.secrets_retry_base;
+  options.retry_max = cfg.secrets_retry_max;
   auto secrets = spawn_secret_service(sys, *db, options);
   auto timeline = sys.spawn<caf::detached>(timeline_store, *db);
   scheduler_options scheduling;

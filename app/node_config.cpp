@@ -111,6 +111,14 @@ std::string check_values(const node_config& cfg) {
   if (cfg.shutdown_timeout.count() <= 0)
     return "coalesce.shutdown-timeout = "
            + caf::deep_to_string(cfg.shutdown_timeout) + " must be positive";
+  if (cfg.secrets_retry_base.count() <= 0)
+    return "coalesce.secrets-retry-base = "
+           + caf::deep_to_string(cfg.secrets_retry_base) + " must be positive";
+  if (cfg.secrets_retry_max < cfg.secrets_retry_base
+      || cfg.secrets_retry_max > std::chrono::seconds{5})
+    return "coalesce.secrets-retry-max = "
+           + caf::deep_to_string(cfg.secrets_retry_max)
+           + " must lie between coalesce.secrets-retry-base and 5s";
   if (cfg.scheduler_max_concurrent == 0)
     return "coalesce.scheduler-max-concurrent = 0 must be positive";
   if (cfg.scheduler_max_queued == 0)
@@ -144,6 +152,10 @@ node_config::node_config() {
          "how long sealing and flushing may take on shutdown (e.g. 30s)")
     .add(stats_interval, "stats-interval",
          "how often a stats line is logged (e.g. 60s; 0s: never)")
+    .add(secrets_retry_base, "secrets-retry-base",
+         "first delay before a failed write is retried (e.g. 10ms)")
+    .add(secrets_retry_max, "secrets-retry-max",
+         "longest delay between retries of a failed write (<= 5s)")
     .add(scheduler_max_concurrent, "scheduler-max-concurrent",
          "back-pagination runs at once (> 0)")
     .add(scheduler_max_queued, "scheduler-max-queued",

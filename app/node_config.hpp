@@ -32,6 +32,11 @@ struct node_config : caf::actor_system_config {
   caf::timespan shutdown_timeout = std::chrono::seconds{30};
   /// How often a stats line is logged; 0 turns it off.
   caf::timespan stats_interval = std::chrono::seconds{60};
+  /// First delay before a failed secrets batch is retried; doubles per
+  /// failure up to `secrets_retry_max`.
+  caf::timespan secrets_retry_base = std::chrono::milliseconds{10};
+  /// Longest delay between retries of a failed batch; at most 5s.
+  caf::timespan secrets_retry_max = std::chrono::seconds{2};
   /// Back-pagination runs at once, all priorities; must be positive.
   std::size_t scheduler_max_concurrent = 3;
   /// Distinct (room, priority) runs that may wait; must be positive.

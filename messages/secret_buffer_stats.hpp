@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <caf/meta/type_name.hpp>
 
@@ -33,6 +34,12 @@ struct secret_buffer_stats {
   /// Whether `seal` was received: every later `queue` is answered only once
   /// its entries are durable.
   bool sealed = false;
+  /// Writes retried after a failure.
+  uint64_t retries = 0;
+  /// How long writes have been failing, 0 while they succeed (gauge).
+  uint64_t failing_for_ms = 0;
+  /// The last write error while writes fail, empty while they succeed.
+  std::string last_error;
 };
 
 template <class Inspector>
@@ -40,7 +47,8 @@ typename Inspector::result_type inspect(Inspector& f, secret_buffer_stats& x) {
   return f(caf::meta::type_name("secret_buffer_stats"), x.pending,
            x.waiting_producers, x.held_entries, x.batches_written,
            x.entries_written, x.failed_batches, x.last_batch_size,
-           x.last_write_latency_us, x.force_buffered, x.sealed);
+           x.last_write_latency_us, x.force_buffered, x.sealed, x.retries,
+           x.failing_for_ms, x.last_error);
 }
 
 } // namespace coalesce

@@ -1,10 +1,13 @@
 #include "storage/database.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
+#include <spdlog/spdlog.h>
 
 #include "messages/errc.hpp"
 #include "storage/database_impl.hpp"
@@ -18,6 +21,8 @@ const char* const format_version_key = "coalesce/format-version";
 rocksdb::ColumnFamilyOptions family_options(const std::string& name) {
   if (name == secrets_family)
     return secrets_family_options();
+  if (name == timeline_family)
+    return rocksdb::ColumnFamilyOptions{};
   // A family this build does not know (written by a newer build) is opened
   // with plain options so the database still opens; it is never written.
   return rocksdb::ColumnFamilyOptions{};
@@ -55,46 +60,93 @@ caf::error to_error(const rocksdb::Status& status, const char* what) {
   return make_error(code, std::string{what} + ": " + status.ToString());
 }
 
-caf::expected<std::shared_ptr<database>>
-database::open(const database_options& options) {
+namespace {
+
+/// Opens the RocksDB instance of `state.options` into `state`: every family
+/// the directory has, plus the ones this build needs. Read-only when a
+/// writable open failed during a fault, so reads keep working meanwhile.
+caf::error open_into(database::impl& state, bool read_only = false) {
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
-
+  if (state.options.file_system)
+    state.env = rocksdb::NewCompositeEnv(state.options.file_system);
+  if (state.env)
+    db_options.env = state.env.get();
   std::vector<std::string> names;
-  auto listed = rocksdb::DB::ListColumnFamilies(db_options, options.path,
+  auto listed = rocksdb::DB::ListColumnFamilies(db_options, state.options.path,
                                                 &names);
   if (!listed.ok())
     names.clear(); // A new directory has no families yet.
   for (const char* wanted : {meta_family, secrets_family, timeline_family})
     if (std::find(names.begin(), names.end(), wanted) == names.end())
       names.emplace_back(wanted);
-
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& name : names)
     descriptors.emplace_back(name, family_options(name));
-
-  auto state = std::make_unique<impl>();
-  state->options = options;
-  state->write_options.sync = options.mode == durability::synced;
+  state.write_options.sync = state.options.mode == durability::synced;
   rocksdb::DB* raw = nullptr;
-  auto status = rocksdb::DB::Open(db_options, options.path, descriptors,
-                                  &state->families, &raw);
+  if (read_only)
+    descriptors.erase(
+      std::remove_if(descriptors.begin(), descriptors.end(),
+                     [&](const rocksdb::ColumnFamilyDescriptor& x) {
+                       return listed.ok()
+                              && std::find(names.begin(), names.end(), x.name)
+                                   == names.end();
+                     }),
+      descriptors.end());
+  auto status = read_only
+                  ? rocksdb::DB::OpenForReadOnly(db_options, state.options.path,
+                                                 descriptors, &state.families,
+                                                 &raw)
+                  : rocksdb::DB::Open(db_options, state.options.path,
+                                      descriptors, &state.families, &raw);
   if (!status.ok())
     return to_error(status, "opening the database");
-  state->db.reset(raw);
-  for (auto* handle : state->families) {
+  state.read_only = read_only;
+  state.db.reset(raw);
+  for (auto* handle : state.families) {
     if (handle->GetName() == meta_family)
-      state->meta = handle;
+      state.meta = handle;
     else if (handle->GetName() == secrets_family)
-      state->secrets = handle;
+      state.secrets = handle;
     else if (handle->GetName() == timeline_family)
-      state->timeline = handle;
+      state.timeline = handle;
   }
-  auto result = std::make_shared<database>(std::move(state));
-  if (auto err = check_format_version(result->internals()))
+  return read_only ? caf::none : check_format_version(state);
+}
+
+/// Releases the handles and the instance. Close() may itself fail after a
+/// fault (measured); that must not keep the instance alive, so its error is
+/// only reported.
+caf::error close_state(database::impl& state, bool sync_first) {
+  if (!state.db)
+    return caf::none;
+  caf::error sync_error;
+  if (sync_first)
+    sync_error = to_error(state.db->SyncWAL(), "syncing the WAL");
+  for (auto* handle : state.families)
+    static_cast<void>(state.db->DestroyColumnFamilyHandle(handle));
+  state.families.clear();
+  state.meta = nullptr;
+  state.secrets = nullptr;
+  state.timeline = nullptr;
+  auto close_error = to_error(state.db->Close(), "closing the database");
+  state.db.reset();
+  return sync_error ? sync_error : close_error;
+}
+
+} // namespace
+
+caf::expected<std::shared_ptr<database>>
+database::open(const database_options& options) {
+  auto state = std::make_unique<impl>();
+  state->options = options;
+  if (auto err = open_into(*state)) {
+    static_cast<void>(close_state(*state, false));
     return err;
-  return result;
+  }
+  return std::make_shared<database>(std::move(state));
 }
 
 database::database(std::unique_ptr<impl> state) : impl_(std::move(state)) {
@@ -108,24 +160,99 @@ database::~database() {
 }
 
 caf::error database::sync_wal() {
+  std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
   if (!impl_->db)
     return make_error(errc::storage_failed, "the database is closed");
   return to_error(impl_->db->SyncWAL(), "syncing the WAL");
 }
 
 caf::error database::close() {
-  if (!impl_->db)
-    return caf::none;
-  auto sync_error = to_error(impl_->db->SyncWAL(), "syncing the WAL");
-  for (auto* handle : impl_->families)
-    static_cast<void>(impl_->db->DestroyColumnFamilyHandle(handle));
-  impl_->families.clear();
-  impl_->meta = nullptr;
-  impl_->secrets = nullptr;
-  impl_->timeline = nullptr;
-  auto close_error = to_error(impl_->db->Close(), "closing the database");
-  impl_->db.reset();
-  return sync_error ? sync_error : close_error;
+  std::unique_lock<std::shared_mutex> owner{impl_->mutex};
+  impl_->closed_by_owner = true;
+  // Syncing a WAL in an error state trips an assertion in RocksDB 7.8.
+  auto sync_first = !impl_->read_only
+                    && impl_->current_health == health::healthy;
+  return close_state(*impl_, sync_first);
+}
+
+bool database::healthy() const {
+  std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
+  return impl_->current_health == health::healthy && !impl_->read_only;
+}
+
+caf::error database::recover() {
+  std::unique_lock<std::shared_mutex> owner{impl_->mutex};
+  auto& state = *impl_;
+  if (state.closed_by_owner)
+    return make_error(errc::storage_failed, "the database is closed");
+  if (state.db && !state.read_only) {
+    auto resumed = state.db->Resume();
+    if (resumed.IsBusy()) {
+      // Retryable and no-space errors: RocksDB recovers by itself.
+      state.set_health(health::recovering,
+                       "RocksDB is recovering by itself: "
+                         + resumed.ToString());
+      return make_error(errc::storage_failed, "RocksDB is recovering by itself");
+    }
+    // Reopen even when Resume() cleared the error: the WAL writer that
+    // failed an append keeps its error, and RocksDB 7.8 as Debian builds it
+    // aborts on the next append to it (measured with ENOSPC). A reopen
+    // starts a fresh WAL. A fatal error (Resume() fails) needs it anyway.
+    state.set_health(health::reopening,
+                     resumed.ok() ? std::string{"error cleared, reopening for "
+                                                "a fresh WAL"}
+                                  : "Resume() failed, reopening: "
+                                      + resumed.ToString());
+    if (auto err = close_state(state, false))
+      spdlog::warn("database {}: closing after a fatal error also failed "
+                   "(reopening anyway): {}",
+                   state.options.path, to_string(err));
+  }
+  if (state.db) // The read-only stand-in of an earlier failed reopen.
+    static_cast<void>(close_state(state, false));
+  if (auto err = open_into(state)) {
+    static_cast<void>(close_state(state, false));
+    state.set_health(health::down, "reopening failed, serving reads only: "
+                                     + to_string(err));
+    if (open_into(state, true))
+      static_cast<void>(close_state(state, false));
+    return err;
+  }
+  state.set_health(health::healthy, "reopened");
+  return caf::none;
+}
+
+void database::impl::set_health(health next, const std::string& detail) {
+  // A fault that persists repeats the same cycle at every retry (reopen,
+  // fail, reopen): each distinct transition is logged once a minute at
+  // most, repeats go to debug. File numbers are ignored when comparing.
+  std::string shape = std::to_string(static_cast<int>(next)) + ":";
+  for (char c : detail)
+    if (c < '0' || c > '9')
+      shape.push_back(c);
+  auto now = std::chrono::steady_clock::now();
+  auto last = logged_shapes.find(shape);
+  auto level = spdlog::level::debug;
+  if (last == logged_shapes.end() || now - last->second > std::chrono::minutes{1}) {
+    level = spdlog::level::info;
+    logged_shapes[shape] = now;
+  }
+  current_health = next;
+  switch (next) {
+    case health::healthy:
+      spdlog::log(level, "database {}: healthy{}", options.path,
+                  detail.empty() ? "" : " (" + detail + ")");
+      break;
+    case health::recovering:
+      spdlog::log(level == spdlog::level::info ? spdlog::level::warn : level,
+                  "database {}: {}", options.path, detail);
+      break;
+    case health::reopening:
+    case health::down:
+      spdlog::log(level == spdlog::level::info ? spdlog::level::err : level,
+                  "database {}: {}", options.path, detail);
+      break;
+  }
 }
 
 durability database::mode() const {

@@ -8,6 +8,10 @@
 
 #include "storage/durability.hpp"
 
+namespace rocksdb {
+class FileSystem;
+} // namespace rocksdb
+
 /// The node's one RocksDB instance.
 ///
 /// Only storage/ opens the database, tests and tools included: a database
@@ -20,17 +24,50 @@
 /// newer build adds its services' families to an existing database. A format
 /// version key refuses databases written by a newer, incompatible build.
 ///
-/// Thread safety: RocksDB's own. All methods may block on disk I/O and belong
-/// on detached actors or plain threads, never on CAF's scheduler threads.
-/// Errors come back as coalesce errors; `rocksdb::Status` never leaves
-/// storage/.
+/// It is the one owner of the RocksDB handle for every service: `recover`
+/// classifies RocksDB's background-error state after a failed write and
+/// clears it without a process restart: retryable and no-space errors by
+/// RocksDB's own recovery or `Resume()`, a fatal error (measured for EIO on
+/// the WAL, where `Resume()` fails) by closing and reopening the database
+/// while callers wait. Each transition is logged once, with the error.
+///
+/// Thread safety: any number of threads may use the database at once
+/// (RocksDB's own guarantee, behind a shared lock); a reopen takes the lock
+/// exclusively, so requests wait for it rather than touch a closed handle.
+/// All methods may block on disk I/O and belong on detached actors or plain
+/// threads, never on CAF's scheduler threads. Errors come back as coalesce
+/// errors; `rocksdb::Status` never leaves storage/.
 namespace coalesce::storage {
 
 struct database_options {
+  database_options() = default;
+
+  database_options(std::string path, durability mode = durability::synced,
+                   std::shared_ptr<rocksdb::FileSystem> file_system = nullptr)
+    : path(std::move(path)),
+      mode(mode),
+      file_system(std::move(file_system)) {
+    // nop
+  }
+
   /// Directory of the database; created when missing.
   std::string path;
   /// Whether each write batch is fsynced (see `durability`).
   durability mode = durability::synced;
+  /// Test seam only (storage/fault_injection.hpp): the file system RocksDB
+  /// writes through. Null in production: the default file system.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+};
+
+/// What `recover` found the database in; logged on every change.
+enum class health : uint8_t {
+  healthy,
+  /// RocksDB is clearing a retryable or no-space error by itself.
+  recovering,
+  /// A fatal error: the database is being closed and reopened.
+  reopening,
+  /// Reopening failed; the next `recover` tries again.
+  down,
 };
 
 class database {
@@ -54,6 +91,17 @@ public:
 
   /// Syncs the WAL and closes the database; later calls fail.
   caf::error close();
+
+  /// Whether the last `recover` (or none yet) left the database healthy.
+  /// While not, writes and WAL syncs must go through `recover` first:
+  /// RocksDB 7.8 as Debian builds it asserts when a WAL that failed an
+  /// append is synced during its own recovery (measured: abort()).
+  bool healthy() const;
+
+  /// After a failed operation: clears RocksDB's background error, by
+  /// `Resume()` or, for a fatal one, by closing and reopening. Returns none
+  /// once writes may succeed again, or the error that still stands.
+  caf::error recover();
 
   durability mode() const;
 

@@ -64,12 +64,6 @@ public:
   }
 };
 
-caf::error check_open(database::impl& state) {
-  if (!state.db)
-    return make_error(errc::storage_failed, "the database is closed");
-  return caf::none;
-}
-
 caf::error check_row(const secret_entry& entry) {
   // The value layout stores the secret's length in one byte.
   if (entry.secret.size() > 255)
@@ -93,6 +87,7 @@ rocksdb::ColumnFamilyOptions secrets_family_options() {
 caf::error write_secrets(database& db,
                          const std::vector<secret_write>& writes) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   rocksdb::WriteBatch batch;
@@ -114,6 +109,7 @@ caf::error write_secrets(database& db,
 caf::expected<std::vector<stored_secret>>
 read_secrets(database& db, const std::vector<secret_key>& keys) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   std::vector<std::string> encoded;
@@ -148,6 +144,7 @@ read_secrets(database& db, const std::vector<secret_key>& keys) {
 
 caf::error compact_secrets(database& db) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   if (auto err = to_error(state.db->Flush(rocksdb::FlushOptions{},
@@ -164,6 +161,7 @@ caf::error compact_secrets(database& db) {
 
 caf::expected<uint64_t> count_secret_rows(database& db) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   std::unique_ptr<rocksdb::Iterator> it{

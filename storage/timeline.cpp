@@ -15,12 +15,6 @@ namespace coalesce::storage {
 
 namespace {
 
-caf::error check_open(database::impl& state) {
-  if (!state.db)
-    return make_error(errc::storage_failed, "the database is closed");
-  return caf::none;
-}
-
 /// The codec stores every length in 4 bytes.
 bool fits_length(const std::string& x) {
   return x.size() <= std::numeric_limits<uint32_t>::max();
@@ -72,6 +66,7 @@ caf::error write_batch(database::impl& state, rocksdb::WriteBatch& batch,
 caf::error append_events(database& db, const std::string& room,
                          const std::vector<timeline_event>& events) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   if (auto err = check_room(room))
@@ -102,6 +97,7 @@ caf::error append_events(database& db, const std::string& room,
 caf::expected<timeline_page>
 page_backwards(database& db, const std::string& room, uint32_t max_events) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   if (auto err = check_room(room))
@@ -172,6 +168,7 @@ page_backwards(database& db, const std::string& room, uint32_t max_events) {
 
 caf::expected<uint64_t> count_events(database& db, const std::string& room) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   if (auto err = check_room(room))
@@ -195,6 +192,7 @@ caf::expected<uint64_t> count_events(database& db, const std::string& room) {
 
 caf::error reset_position(database& db, const std::string& room) {
   auto& state = db.internals();
+  database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   if (auto err = check_room(room))

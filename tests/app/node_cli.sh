@@ -20,7 +20,7 @@ cleanup() {
     kill -CONT "$pid" 2>/dev/null
     kill -KILL "$pid" 2>/dev/null
   done
-  rm -rf "$WORK"
+  [ -n "${KEEP_WORK:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -291,6 +291,56 @@ test_timeline_append_and_backfill_through_the_cli() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+test_a_node_whose_disk_never_recovers_exits_non_zero_and_counts_the_loss() {
+  local control="$WORK/faults"
+  : >"$control"
+  local log="$WORK/faulty.log"
+  COALESCE_FAULT_CONTROL="$control" "$BIN/coalesce-node-faulty" \
+    --config-file="$ROOT/config/coalesce.ini" --coalesce.port=0 \
+    --coalesce.db-path="$WORK/faulty.db" --coalesce.stats-interval=0s \
+    --coalesce.shutdown-timeout=2s >"$log" 2>&1 &
+  local pid=$!
+  NODE_PIDS+=("$pid")
+  local deadline=$((SECONDS + 30))
+  until grep -q "listening on" "$log"; do
+    if [ $SECONDS -ge $deadline ] || ! kill -0 "$pid" 2>/dev/null; then
+      check "the faulty node starts" false
+      cat "$log" >&2
+      return
+    fi
+    sleep 0.05
+  done
+  PORT=$(grep -o "listening on [0-9.]*:[0-9]*" "$log" | sed 's/.*://')
+  make_entries OK 20 | cli secret put -
+  check "a flush before the fault succeeds" cli secret flush
+  echo "wal_append eio" >"$control"
+  make_entries LOST 100 | cli secret put -
+  deadline=$((SECONDS + 30))
+  until grep -q '"failed_batches":[1-9]' <<<"$(cli stats)"; do
+    if [ $SECONDS -ge $deadline ]; then
+      check "writes fail under the fault" false
+      return
+    fi
+    sleep 0.05
+  done
+  keys_of LOST 100 | cli secret get - >"$WORK/lost.out"
+  expected_lookups LOST 100 >"$WORK/lost.expected"
+  check "the node keeps serving lookups during the fault" \
+    cmp -s "$WORK/lost.expected" "$WORK/lost.out"
+  cli --timeout=3s secret flush 2>"$WORK/flush.err"
+  local rc=$?
+  check "a flush during the fault answers an error (exit 4, got $rc)" [ "$rc" = 4 ]
+  check "naming the failure" grep -q "writes are failing" "$WORK/flush.err"
+  local started=$SECONDS
+  kill -TERM "$pid"
+  check "SIGTERM stops it" wait_exit "$pid" 30
+  check "within its shutdown timeout (2s, took $((SECONDS - started))s)" \
+    [ $((SECONDS - started)) -le 10 ]
+  check "with a non-zero exit (got $EXIT_CODE)" [ "$EXIT_CODE" != 0 ]
+  check "saying how many entries were not written" \
+    grep -q "100 secrets could not be written" "$log"
+}
+
 # refuse_start DESCRIPTION KEY ARGS...: the node must refuse to start with
 # ARGS and name KEY.
 refuse_start() {
@@ -394,6 +444,7 @@ run_test "a stopped node exits 3 within the timeout"
 run_test "stats is one json object"
 run_test "load prints a json summary"
 run_test "timeline append and backfill through the cli"
+run_test "a node whose disk never recovers exits non zero and counts the loss"
 run_test "wrongly typed settings are refused"
 run_test "scripts run starts a node that stops cleanly"
 
