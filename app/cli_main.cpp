@@ -154,22 +154,35 @@ void run_pipeline(session& s, caf::actor pipeline,
     std::fputc('\n', stderr);
 }
 
+/// Reads stdin one item per non-blank line with `parse(line, error)`;
+/// returns the usage sentence naming the first bad line, or nothing.
+template <class T, class Parse>
+std::optional<std::string> read_stdin_lines(std::vector<T>& out, Parse parse) {
+  std::string line;
+  std::string error;
+  std::size_t number = 0;
+  while (std::getline(std::cin, line)) {
+    ++number;
+    if (split_fields(line).empty())
+      continue;
+    auto item = parse(line, error);
+    if (!item)
+      return "line " + std::to_string(number) + ": " + error;
+    out.push_back(std::move(*item));
+  }
+  return std::nullopt;
+}
+
 int secret_put(session& s) {
   std::vector<secret_entry> entries;
   std::string error;
   if (s.opts.put_fields == std::vector<std::string>{"-"}) {
-    std::string line;
-    std::size_t number = 0;
-    while (std::getline(std::cin, line)) {
-      ++number;
-      auto fields = split_fields(line);
-      if (fields.empty())
-        continue;
-      auto entry = parse_entry(fields, error);
-      if (!entry)
-        return usage("line " + std::to_string(number) + ": " + error);
-      entries.push_back(std::move(*entry));
-    }
+    auto bad = read_stdin_lines(entries, [](const std::string& line,
+                                            std::string& why) {
+      return parse_entry(split_fields(line), why);
+    });
+    if (bad)
+      return usage(*bad);
   } else {
     auto entry = parse_entry(s.opts.put_fields, error);
     if (!entry)
@@ -209,18 +222,12 @@ int secret_get(session& s) {
     return exit_ok;
   }
   std::vector<secret_key> keys;
-  std::string line;
-  std::size_t number = 0;
-  while (std::getline(std::cin, line)) {
-    ++number;
-    auto fields = split_fields(line);
-    if (fields.empty())
-      continue;
-    auto key = parse_key(fields, error);
-    if (!key)
-      return usage("line " + std::to_string(number) + ": " + error);
-    keys.push_back(std::move(*key));
-  }
+  auto bad = read_stdin_lines(keys, [](const std::string& line,
+                                       std::string& why) {
+    return parse_key(split_fields(line), why);
+  });
+  if (bad)
+    return usage(*bad);
   for (std::size_t i = 0; i < keys.size(); i += stdin_batch) {
     std::vector<secret_key> batch(
       keys.begin() + i, keys.begin() + std::min(keys.size(), i + stdin_batch));
@@ -249,18 +256,8 @@ int secret_flush(session& s) {
 
 int timeline_append(session& s) {
   std::vector<timeline_event> events;
-  std::string line;
-  std::string error;
-  std::size_t number = 0;
-  while (std::getline(std::cin, line)) {
-    ++number;
-    if (split_fields(line).empty())
-      continue;
-    auto event = parse_event_line(line, error);
-    if (!event)
-      return usage("line " + std::to_string(number) + ": " + error);
-    events.push_back(std::move(*event));
-  }
+  if (auto bad = read_stdin_lines(events, parse_event_line))
+    return usage(*bad);
   // In order, one batch after the other: the timeline keeps append order.
   for (std::size_t i = 0; i < events.size(); i += stdin_batch) {
     std::vector<timeline_event> batch(

@@ -20,6 +20,30 @@ bool fits_length(const std::string& x) {
   return x.size() <= std::numeric_limits<uint32_t>::max();
 }
 
+/// An iterator over the timeline keys in [lower, upper); it owns the bounds
+/// RocksDB points to, so they live as long as the iterator.
+struct bounded_iterator {
+  bounded_iterator(database::impl& state, std::string lo, std::string hi)
+    : lower(std::move(lo)),
+      upper(std::move(hi)),
+      lower_slice(lower),
+      upper_slice(upper) {
+    rocksdb::ReadOptions options;
+    options.iterate_lower_bound = &lower_slice;
+    options.iterate_upper_bound = &upper_slice;
+    it.reset(state.db->NewIterator(options, state.timeline));
+  }
+
+  bounded_iterator(const bounded_iterator&) = delete;
+  bounded_iterator& operator=(const bounded_iterator&) = delete;
+
+  std::string lower;
+  std::string upper;
+  rocksdb::Slice lower_slice;
+  rocksdb::Slice upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it;
+};
+
 caf::error check_room(const std::string& room) {
   if (room.empty())
     return make_error(errc::invalid_request, "the room name is empty");
@@ -127,15 +151,9 @@ page_backwards(database& db, const std::string& room, uint32_t max_events) {
     page.reached_start = true;
     return page;
   }
-  auto lower = encode_event_key(room, 0);
-  auto upper = encode_event_key(room, position);
-  rocksdb::Slice lower_slice{lower};
-  rocksdb::Slice upper_slice{upper};
-  rocksdb::ReadOptions options;
-  options.iterate_lower_bound = &lower_slice;
-  options.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it{
-    state.db->NewIterator(options, state.timeline)};
+  bounded_iterator range{state, encode_event_key(room, 0),
+                         encode_event_key(room, position)};
+  auto& it = range.it;
   uint64_t oldest = position;
   for (it->SeekToLast(); it->Valid() && page.events.size() < max_events;
        it->Prev()) {
@@ -173,17 +191,11 @@ caf::expected<uint64_t> count_events(database& db, const std::string& room) {
     return err;
   if (auto err = check_room(room))
     return err;
-  auto lower = encode_event_key(room, 0);
-  auto upper = encode_events_end_key(room);
-  rocksdb::Slice lower_slice{lower};
-  rocksdb::Slice upper_slice{upper};
-  rocksdb::ReadOptions options;
-  options.iterate_lower_bound = &lower_slice;
-  options.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it{
-    state.db->NewIterator(options, state.timeline)};
+  bounded_iterator range{state, encode_event_key(room, 0),
+                         encode_events_end_key(room)};
+  auto& it = range.it;
   uint64_t events = 0;
-  for (it->Seek(lower_slice); it->Valid(); it->Next())
+  for (it->Seek(range.lower_slice); it->Valid(); it->Next())
     ++events;
   if (auto err = to_error(it->status(), "counting the timeline"))
     return err;

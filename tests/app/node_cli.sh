@@ -287,7 +287,10 @@ test_timeline_append_and_backfill_through_the_cli() {
   cli backfill '!other:x' --until-event=a --until-type=b >/dev/null 2>&1
   rc=$?
   check "two stop conditions are a usage error (got $rc)" [ "$rc" = 2 ]
-  check "stats include the scheduler" grep -q '"scheduler":{"queued":{"low":0,"normal":0,"high":0},"running":0' <<<"$(cli stats)"
+  local stats
+  stats=$(cli stats 2>&1)
+  check "stats include the scheduler (got: $stats)" \
+    grep -q '"scheduler":{"queued":{"low":0,"normal":0,"high":0},"running":0' <<<"$stats"
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
