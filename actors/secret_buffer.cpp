@@ -149,10 +149,6 @@ namespace {
 using buffer_pointer
   = secret_buffer_actor::stateful_pointer<secret_buffer_state>;
 
-uint64_t retries_at_streak_start(const secret_buffer_state& st) {
-  return st.streak_start_retries;
-}
-
 void schedule_drain(buffer_pointer self) {
   auto& st = self->state;
   if (st.drain_scheduled || st.pending.writing() || !st.pending.has_unwritten())
@@ -287,7 +283,7 @@ void write_batch(buffer_pointer self) {
                                       st.options.retry_max);
         // The first failure of a streak is worth an operator's attention;
         // the retries that follow it are not.
-        spdlog::log(st.stats.retries == retries_at_streak_start(st)
+        spdlog::log(st.stats.retries == st.streak_start_retries
                       ? spdlog::level::warn
                       : spdlog::level::debug,
                     "secret buffer: writing a batch of {} entries failed, "

@@ -63,57 +63,71 @@ cli_failure classify(caf::actor_system& sys, const caf::error& err,
 namespace {
 
 struct pipeline_state {
+  static inline const char* name = "queue_pipeline";
+  node_actor node;
+  caf::timespan timeout;
+  std::shared_ptr<std::atomic<uint64_t>> progress;
+  std::shared_ptr<queue_report> report;
   std::vector<std::vector<secret_entry>> batches;
   std::size_t next = 0;
   std::size_t outstanding = 0;
-  static inline const char* name = "queue_pipeline";
 };
 
-caf::behavior queue_pipeline(caf::stateful_actor<pipeline_state>* self,
-                             node_actor node,
+using pipeline_actor = caf::stateful_actor<pipeline_state>;
+
+/// Sends the next batch, or quits once every batch was answered. A plain
+/// function over the actor's state: a callback holding itself would leak.
+void send_next(pipeline_actor* self) {
+  using clock = std::chrono::steady_clock;
+  auto& st = self->state;
+  if (st.next == st.batches.size()) {
+    if (st.outstanding == 0)
+      self->quit();
+    return;
+  }
+  auto batch = std::move(st.batches[st.next++]);
+  auto size = batch.size();
+  st.report->entries_sent += size;
+  st.report->requests += 1;
+  st.outstanding += 1;
+  auto started = clock::now();
+  self->request(st.node, st.timeout, queue_atom::value, std::move(batch))
+    .then(
+      [self, size, started](ok_atom) {
+        auto& st = self->state;
+        st.report->latencies_us.push_back(
+          std::chrono::duration<double, std::micro>(clock::now() - started)
+            .count());
+        st.report->entries_acknowledged += size;
+        *st.progress += size;
+        st.outstanding -= 1;
+        send_next(self);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        st.report->errors += 1;
+        if (!st.report->first_error)
+          st.report->first_error = err;
+        st.outstanding -= 1;
+        // A node that is gone or refuses will not serve the rest either.
+        st.next = st.batches.size();
+        send_next(self);
+      });
+}
+
+caf::behavior queue_pipeline(pipeline_actor* self, node_actor node,
                              std::vector<std::vector<secret_entry>> batches,
                              std::size_t window, caf::timespan timeout,
                              std::shared_ptr<std::atomic<uint64_t>> progress,
                              std::shared_ptr<queue_report> report) {
-  using clock = std::chrono::steady_clock;
-  self->state.batches = std::move(batches);
-  auto send_next = std::make_shared<std::function<void()>>();
-  *send_next = [=] {
-    auto& st = self->state;
-    if (st.next == st.batches.size()) {
-      if (st.outstanding == 0)
-        self->quit();
-      return;
-    }
-    auto batch = std::move(st.batches[st.next++]);
-    auto size = batch.size();
-    report->entries_sent += size;
-    report->requests += 1;
-    st.outstanding += 1;
-    auto started = clock::now();
-    self->request(node, timeout, queue_atom::value, std::move(batch))
-      .then(
-        [=](ok_atom) {
-          report->latencies_us.push_back(
-            std::chrono::duration<double, std::micro>(clock::now() - started)
-              .count());
-          report->entries_acknowledged += size;
-          *progress += size;
-          self->state.outstanding -= 1;
-          (*send_next)();
-        },
-        [=](caf::error& err) {
-          report->errors += 1;
-          if (!report->first_error)
-            report->first_error = err;
-          self->state.outstanding -= 1;
-          // A node that is gone or refuses will not serve the rest either.
-          self->state.next = self->state.batches.size();
-          (*send_next)();
-        });
-  };
+  auto& st = self->state;
+  st.node = std::move(node);
+  st.timeout = timeout;
+  st.progress = std::move(progress);
+  st.report = std::move(report);
+  st.batches = std::move(batches);
   for (std::size_t i = 0; i < std::max<std::size_t>(window, 1); ++i)
-    (*send_next)();
+    send_next(self);
   return {[](caf::unit_t) {}};
 }
 

@@ -152,10 +152,13 @@ caf::behavior backfill_driver(caf::event_based_actor* self,
             .count());
       else
         report->failures += 1;
-      if (report->latencies_us.size() + report->failures == total)
+      if (report->latencies_us.size() + report->failures == total) {
+        // The callback holds itself: release it, or it leaks.
+        *send_next = nullptr;
         self->quit();
-      else
+      } else {
         (*send_next)();
+      }
     };
     self->request(scheduler, caf::infinite, enqueue_atom::value, request)
       .then(
@@ -185,10 +188,12 @@ caf::behavior pager_driver(caf::event_based_actor* self, pager_actor pager,
           std::chrono::duration<double, std::micro>(clock_type::now()
                                                     - started)
             .count());
-        if (report->latencies_us.size() == total)
+        if (report->latencies_us.size() == total) {
+          *next = nullptr;
           self->quit();
-        else
+        } else {
           (*next)();
+        }
       });
   };
   (*next)();

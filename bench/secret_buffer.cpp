@@ -170,13 +170,17 @@ caf::behavior producer(caf::stateful_actor<producer_state>* self,
                   std::move(st.messages[st.next++]))
       .then(
         [self, send_next](ok_atom) {
-          if (++self->state.answered == self->state.messages.size())
+          if (++self->state.answered == self->state.messages.size()) {
+            // The callback holds itself: release it, or it leaks.
+            *send_next = nullptr;
             self->quit();
-          else
+          } else {
             (*send_next)();
+          }
         },
-        [self](caf::error& err) {
+        [self, send_next](caf::error& err) {
           std::cerr << "queue failed: " << to_string(err) << '\n';
+          *send_next = nullptr;
           self->quit(err);
         });
   };

@@ -387,6 +387,8 @@ scheduler-max-concurrent-low|"none"
 scheduler-max-concurrent-normal|-2
 scheduler-max-concurrent-high|1.5
 scheduler-pager-timeout|30
+secrets-retry-base|10
+secrets-retry-max|10s
 EOF_SETTINGS
   while IFS='|' read -r key value; do
     refuse_start "--coalesce.$key=$value" "coalesce.$key" \
@@ -410,6 +412,8 @@ scheduler-max-concurrent-low|-1
 scheduler-max-concurrent-normal|x
 scheduler-max-concurrent-high|1.5
 scheduler-pager-timeout|soon
+secrets-retry-base|fast
+secrets-retry-max|6s
 EOF_SETTINGS
   refuse_start "an unknown key" "coalesce.nope" --config-file="$ROOT/config/coalesce.ini" --coalesce.nope=1
 }
