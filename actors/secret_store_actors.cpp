@@ -15,23 +15,19 @@ secret_drain_worker(secret_drain_actor::pointer,
          const std::vector<secret_write>& batch) -> caf::result<ok_atom> {
       // After a failure, nothing touches RocksDB but recovery until it
       // succeeds; the buffer keeps the batch and retries.
-      if (!db->healthy())
-        if (auto err = db->recover())
-          return err;
+      if (auto err = db->ready_for_writes())
+        return err;
       if (auto err = storage::write_secrets(*db, batch)) {
-        // The batch stays with the buffer, which retries it; clearing the
-        // database's error state first lets that retry succeed.
-        static_cast<void>(db->recover());
+        db->recover_after(err);
         return err;
       }
       return ok_atom::value;
     },
     [db](sync_atom) -> caf::result<ok_atom> {
-      if (!db->healthy())
-        if (auto err = db->recover())
-          return err;
+      if (auto err = db->ready_for_writes())
+        return err;
       if (auto err = db->sync_wal()) {
-        static_cast<void>(db->recover());
+        db->recover_after(err);
         return err;
       }
       return ok_atom::value;

@@ -180,6 +180,16 @@ bool database::healthy() const {
   return impl_->current_health == health::healthy && !impl_->read_only;
 }
 
+caf::error database::ready_for_writes() {
+  return healthy() ? caf::none : recover();
+}
+
+void database::recover_after(const caf::error& failure) {
+  if (failure.category() == errc_category
+      && failure.code() == static_cast<uint8_t>(errc::storage_failed))
+    static_cast<void>(recover());
+}
+
 caf::error database::recover() {
   std::unique_lock<std::shared_mutex> owner{impl_->mutex};
   auto& state = *impl_;

@@ -98,6 +98,15 @@ public:
   /// append is synced during its own recovery (measured: abort()).
   bool healthy() const;
 
+  /// Before a write: none when the database is healthy, else what `recover`
+  /// answers. Every actor that writes goes through this, so a fault seen by
+  /// one service is cleared before any other writes again.
+  caf::error ready_for_writes();
+
+  /// After a failed write: asks for recovery when the failure came from
+  /// RocksDB (not from a refused request), so the next write can succeed.
+  void recover_after(const caf::error& failure);
+
   /// After a failed operation: clears RocksDB's background error, by
   /// `Resume()` or, for a fatal one, by closing and reopening. Returns none
   /// once writes may succeed again, or the error that still stands.
