@@ -102,10 +102,6 @@ public:
 
   std::size_t running_count(priority prio) const;
 
-  const run_limits& limits() const {
-    return limits_;
-  }
-
 private:
   /// Sequence number 0 marks "no queued run" in a room record.
   static constexpr uint64_t none = 0;

@@ -21,10 +21,9 @@ const char* const format_version_key = "coalesce/format-version";
 rocksdb::ColumnFamilyOptions family_options(const std::string& name) {
   if (name == secrets_family)
     return secrets_family_options();
-  if (name == timeline_family)
-    return rocksdb::ColumnFamilyOptions{};
-  // A family this build does not know (written by a newer build) is opened
-  // with plain options so the database still opens; it is never written.
+  // The timeline needs none of its own; a family this build does not know
+  // (written by a newer build) is opened with plain options so the database
+  // still opens, and is never written.
   return rocksdb::ColumnFamilyOptions{};
 }
 

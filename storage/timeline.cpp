@@ -85,15 +85,20 @@ caf::error write_batch(database::impl& state, rocksdb::WriteBatch& batch,
   return to_error(state.db->Write(state.write_options, &batch), what);
 }
 
+/// What every request checks first: an open database and a named room.
+caf::error check_request(const database::impl& state, const std::string& room) {
+  if (auto err = check_open(state))
+    return err;
+  return check_room(room);
+}
+
 } // namespace
 
 caf::error append_events(database& db, const std::string& room,
                          const std::vector<timeline_event>& events) {
   auto& state = db.internals();
   database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  if (auto err = check_room(room))
+  if (auto err = check_request(state, room))
     return err;
   for (const auto& event : events)
     if (auto err = check_event(event))
@@ -122,9 +127,7 @@ caf::expected<timeline_page>
 page_backwards(database& db, const std::string& room, uint32_t max_events) {
   auto& state = db.internals();
   database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  if (auto err = check_room(room))
+  if (auto err = check_request(state, room))
     return err;
   if (max_events == 0)
     return make_error(errc::invalid_request,
@@ -187,9 +190,7 @@ page_backwards(database& db, const std::string& room, uint32_t max_events) {
 caf::expected<uint64_t> count_events(database& db, const std::string& room) {
   auto& state = db.internals();
   database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  if (auto err = check_room(room))
+  if (auto err = check_request(state, room))
     return err;
   bounded_iterator range{state, encode_event_key(room, 0),
                          encode_events_end_key(room)};
@@ -205,9 +206,7 @@ caf::expected<uint64_t> count_events(database& db, const std::string& room) {
 caf::error reset_position(database& db, const std::string& room) {
   auto& state = db.internals();
   database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  if (auto err = check_room(room))
+  if (auto err = check_request(state, room))
     return err;
   rocksdb::WriteBatch batch;
   auto status = batch.Delete(state.timeline, encode_position_key(room));
