@@ -62,17 +62,23 @@ public:
                          rocksdb::IODebugContext* dbg) override {
     if (wal_ && switches_->wal_sync)
       return injected(*switches_, "sync of " + name_);
-    return target()->Sync(options, dbg);
+    return count_wal_sync(target()->Sync(options, dbg));
   }
 
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
     if (wal_ && switches_->wal_sync)
       return injected(*switches_, "fsync of " + name_);
-    return target()->Fsync(options, dbg);
+    return count_wal_sync(target()->Fsync(options, dbg));
   }
 
 private:
+  rocksdb::IOStatus count_wal_sync(rocksdb::IOStatus status) {
+    if (wal_ && status.ok())
+      switches_->wal_syncs += 1;
+    return status;
+  }
+
   bool fail_append() const {
     return (wal_ && switches_->wal_append) || (sst_ && switches_->sst_append);
   }

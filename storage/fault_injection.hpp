@@ -35,6 +35,9 @@ struct fault_switches {
   std::atomic<int> kind{static_cast<int>(fault_kind::eio)};
   /// How many operations failed because of a switch.
   std::atomic<int> injected{0};
+  /// How many WAL syncs (Sync or Fsync of a `.log` file) reached the disk
+  /// and succeeded: lets a test observe that an operation synced the WAL.
+  std::atomic<int> wal_syncs{0};
 
   void clear() {
     wal_append = false;
