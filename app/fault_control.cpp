@@ -36,6 +36,7 @@ void fault_control::apply(const std::string& text) {
   bool wal_append = false;
   bool wal_sync = false;
   bool sst_append = false;
+  bool disk_full = false;
   auto kind = storage::fault_kind::eio;
   std::istringstream words{text};
   std::string word;
@@ -46,6 +47,8 @@ void fault_control::apply(const std::string& text) {
       wal_sync = true;
     else if (word == "sst_append")
       sst_append = true;
+    else if (word == "disk_full")
+      disk_full = true;
     else if (word == "enospc")
       kind = storage::fault_kind::enospc;
     else if (word == "retryable")
@@ -55,6 +58,7 @@ void fault_control::apply(const std::string& text) {
   switches_->wal_append = wal_append;
   switches_->wal_sync = wal_sync;
   switches_->sst_append = sst_append;
+  switches_->disk_full = disk_full;
   spdlog::warn("fault seam: faults now \"{}\"", text);
 }
 

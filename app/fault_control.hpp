@@ -12,7 +12,8 @@
 /// file, so process tests can fail the disk of a running node.
 ///
 /// The file holds words separated by white space: any of `wal_append`,
-/// `wal_sync`, `sst_append` switch those faults on, `eio` (default),
+/// `wal_sync`, `sst_append` switch those faults on, `disk_full` fails every
+/// write to every file with ENOSPC, `eio` (default),
 /// `enospc` or `retryable` choose their kind; an empty or missing file
 /// clears every fault. It is read every 50 ms.
 namespace coalesce {

@@ -11,6 +11,7 @@
 
 #include "messages/errc.hpp"
 #include "storage/database_impl.hpp"
+#include "storage/rocksdb_logger.hpp"
 
 namespace coalesce::storage {
 
@@ -72,6 +73,14 @@ caf::error open_into(database::impl& state, bool read_only = false) {
     state.env = rocksdb::NewCompositeEnv(state.options.file_system);
   if (state.env)
     db_options.env = state.env.get();
+  if (!state.info_log)
+    state.info_log = make_rocksdb_logger();
+  db_options.info_log = state.info_log;
+  // No automatic resume after a retryable error: the owner reopens after
+  // every failed write (see `reopen`), and a Close() while RocksDB's own
+  // resume thread runs hangs in RocksDB 7.8 (measured: CloseHelper waited
+  // forever with the retryable fault still present).
+  db_options.max_bgerror_resume_count = 0;
   std::vector<std::string> names;
   auto listed = rocksdb::DB::ListColumnFamilies(db_options, state.options.path,
                                                 &names);
@@ -186,39 +195,37 @@ caf::error database::ready_for_writes() {
 void database::recover_after(const caf::error& failure) {
   if (failure.category() == errc_category
       && failure.code() == static_cast<uint8_t>(errc::storage_failed))
-    static_cast<void>(recover());
+    static_cast<void>(reopen("after a failed write: " + to_string(failure)));
 }
 
 caf::error database::recover() {
+  return reopen("for writes");
+}
+
+caf::error database::reopen(const std::string& why) {
   std::unique_lock<std::shared_mutex> owner{impl_->mutex};
   auto& state = *impl_;
   if (state.closed_by_owner)
     return make_error(errc::storage_failed, "the database is closed");
-  if (state.db && !state.read_only) {
-    auto resumed = state.db->Resume();
-    if (resumed.IsBusy()) {
-      // Retryable and no-space errors: RocksDB recovers by itself.
-      state.set_health(health::recovering,
-                       "RocksDB is recovering by itself: "
-                         + resumed.ToString());
-      return make_error(errc::storage_failed, "RocksDB is recovering by itself");
-    }
-    // Reopen even when Resume() cleared the error: the WAL writer that
-    // failed an append keeps its error, and RocksDB 7.8 as Debian builds it
-    // aborts on the next append to it (measured with ENOSPC). A reopen
-    // starts a fresh WAL. A fatal error (Resume() fails) needs it anyway.
-    state.set_health(health::reopening,
-                     resumed.ok() ? std::string{"error cleared, reopening for "
-                                                "a fresh WAL"}
-                                  : "Resume() failed, reopening: "
-                                      + resumed.ToString());
-    if (auto err = close_state(state, false))
-      spdlog::warn("database {}: closing after a fatal error also failed "
-                   "(reopening anyway): {}",
-                   state.options.path, to_string(err));
-  }
-  if (state.db) // The read-only stand-in of an earlier failed reopen.
-    static_cast<void>(close_state(state, false));
+  // Always a reopen, never a wait for RocksDB's own recovery or Resume():
+  // - a fatal error (EIO on the WAL) fails Resume() (measured);
+  // - a retryable error would start RocksDB's resume thread, and a Close()
+  //   during it hangs (measured), so that thread is off (open_into);
+  // - RocksDB clears a no-space error by itself only once the disk has as
+  //   much free space as its write buffers may need (64 MiB by default):
+  //   on a filled 48 MiB tmpfs it never did, and Resume() answered Busy
+  //   throughout (measured), so the node waited forever;
+  // - a WAL writer that failed an append keeps its error even when Resume()
+  //   clears the database's, and RocksDB 7.8 as Debian builds it aborts on
+  //   the next append to it (measured with ENOSPC).
+  // A reopen starts a fresh WAL; while the disk is still full it fails
+  // (it needs a new MANIFEST, WAL and OPTIONS file), and a read-only
+  // instance serves reads until the next attempt succeeds.
+  state.set_health(health::reopening, "reopening " + why);
+  if (auto err = close_state(state, false); err && !state.read_only)
+    spdlog::warn("database {}: closing after a failure also failed "
+                 "(reopening anyway): {}",
+                 state.options.path, to_string(err));
   if (auto err = open_into(state)) {
     static_cast<void>(close_state(state, false));
     state.set_health(health::down, "reopening failed, serving reads only: "
@@ -251,10 +258,6 @@ void database::impl::set_health(health next, const std::string& detail) {
     case health::healthy:
       spdlog::log(level, "database {}: healthy{}", options.path,
                   detail.empty() ? "" : " (" + detail + ")");
-      break;
-    case health::recovering:
-      spdlog::log(level == spdlog::level::info ? spdlog::level::warn : level,
-                  "database {}: {}", options.path, detail);
       break;
     case health::reopening:
     case health::down:

@@ -25,11 +25,14 @@ class FileSystem;
 /// version key refuses databases written by a newer, incompatible build.
 ///
 /// It is the one owner of the RocksDB handle for every service: `recover`
-/// classifies RocksDB's background-error state after a failed write and
-/// clears it without a process restart: retryable and no-space errors by
-/// RocksDB's own recovery or `Resume()`, a fatal error (measured for EIO on
-/// the WAL, where `Resume()` fails) by closing and reopening the database
-/// while callers wait. Each transition is logged once, with the error.
+/// clears RocksDB's background-error state after a failed write without a
+/// process restart, by closing and reopening the database while callers
+/// wait; while a reopen fails (a disk still full), a read-only instance
+/// serves reads. RocksDB's own recovery is not waited for: after a full
+/// disk it needs 64 MiB free, which a small disk never has (measured).
+/// Each transition is logged once, with the error. RocksDB's info log goes
+/// to spdlog (storage/rocksdb_logger.hpp): it writes no LOG file, whose
+/// failed appends on a full disk aborted the process (measured).
 ///
 /// Thread safety: any number of threads may use the database at once
 /// (RocksDB's own guarantee, behind a shared lock); a reopen takes the lock
@@ -62,9 +65,7 @@ struct database_options {
 /// What `recover` found the database in; logged on every change.
 enum class health : uint8_t {
   healthy,
-  /// RocksDB is clearing a retryable or no-space error by itself.
-  recovering,
-  /// A fatal error: the database is being closed and reopened.
+  /// A write failed: the database is being closed and reopened.
   reopening,
   /// Reopening failed; the next `recover` tries again.
   down,
@@ -107,9 +108,10 @@ public:
   /// RocksDB (not from a refused request), so the next write can succeed.
   void recover_after(const caf::error& failure);
 
-  /// After a failed operation: clears RocksDB's background error, by
-  /// `Resume()` or, for a fatal one, by closing and reopening. Returns none
-  /// once writes may succeed again, or the error that still stands.
+  /// After a failed operation: clears RocksDB's background error by closing
+  /// and reopening the database (see `reopen` in database.cpp for why never
+  /// by `Resume()`). Returns none once writes may succeed again, or the
+  /// error that still stands.
   caf::error recover();
 
   durability mode() const;
@@ -120,6 +122,9 @@ public:
   impl& internals();
 
 private:
+  /// `recover`, with what led to it for the log line.
+  caf::error reopen(const std::string& why);
+
   std::unique_ptr<impl> impl_;
 };
 

@@ -30,6 +30,9 @@ struct database::impl {
   std::shared_mutex mutex;
   /// The environment over `options.file_system`, when the seam is used.
   std::unique_ptr<rocksdb::Env> env;
+  /// RocksDB's info log, forwarded to spdlog: RocksDB writes no LOG file
+  /// (see storage/rocksdb_logger.hpp).
+  std::shared_ptr<rocksdb::Logger> info_log;
   /// Set by `close`: the owner is done, so `recover` must not reopen.
   bool closed_by_owner = false;
   /// Opened read-only after a failed reopen: reads work, writes fail until

@@ -1,129 +1,9 @@
 #!/usr/bin/env bash
 # Real node processes on 127.0.0.1 (port 0), driven with the real CLI.
 #   tests/app/node_cli.sh BIN_DIR [TEST_NAME_REGEX]
-# Every wait is for a real event (a log line, a process exit) with a
-# generous deadline. The last line is "N passed, M failed".
+# The last line is "N passed, M failed".
 set -u
-
-BIN="$(cd "${1:?usage: node_cli.sh BIN_DIR [FILTER]}" && pwd)"
-FILTER="${2:-.}"
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-NODE="$BIN/coalesce-node"
-CLI="$BIN/coalesce-cli"
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/coalesce-node-cli-XXXXXX")"
-PASSED=0
-FAILED=0
-NODE_PIDS=()
-
-cleanup() {
-  for pid in "${NODE_PIDS[@]}"; do
-    kill -CONT "$pid" 2>/dev/null
-    kill -KILL "$pid" 2>/dev/null
-  done
-  [ -n "${KEEP_WORK:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-check() { # check DESCRIPTION COMMAND...
-  local what="$1"
-  shift
-  if "$@"; then
-    return 0
-  fi
-  echo "    FAILED: $what" >&2
-  CURRENT_OK=0
-  return 1
-}
-
-# start_node NAME [ARGS...]: starts a node on a free port with its database
-# in $WORK/NAME; sets NODE_PID and PORT once it logs "listening on".
-start_node() {
-  local name="$1"
-  shift
-  local log="$WORK/$name.log"
-  "$NODE" --config-file="$ROOT/config/coalesce.ini" --coalesce.port=0 \
-    --coalesce.db-path="$WORK/$name.db" --coalesce.stats-interval=0s "$@" \
-    >>"$log" 2>&1 &
-  NODE_PID=$!
-  NODE_PIDS+=("$NODE_PID")
-  local deadline=$((SECONDS + 30))
-  while [ $SECONDS -lt $deadline ]; do
-    PORT=$(grep -o "listening on [0-9.]*:[0-9]*" "$log" 2>/dev/null | tail -n 1 | sed 's/.*://')
-    local listening_lines
-    listening_lines=$(grep -c "listening on" "$log" 2>/dev/null)
-    if [ -n "$PORT" ] && [ "$listening_lines" -ge "${EXPECTED_STARTS[$name]:-1}" ]; then
-      EXPECTED_STARTS[$name]=$((listening_lines + 1))
-      return 0
-    fi
-    if ! kill -0 "$NODE_PID" 2>/dev/null; then
-      echo "    node $name exited during start-up:" >&2
-      cat "$log" >&2
-      return 1
-    fi
-    sleep 0.05
-  done
-  echo "    node $name did not log 'listening on' within 30s" >&2
-  return 1
-}
-declare -A EXPECTED_STARTS
-
-# wait_exit PID SECONDS: waits for the process to end; sets EXIT_CODE.
-wait_exit() {
-  local pid="$1" limit="$2"
-  local deadline=$((SECONDS + limit))
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ $SECONDS -ge $deadline ]; then
-      EXIT_CODE=timeout
-      return 1
-    fi
-    sleep 0.05
-  done
-  wait "$pid"
-  EXIT_CODE=$?
-  return 0
-}
-
-cli() {
-  "$CLI" --port="$PORT" "$@"
-}
-
-hex32() { # hex32 N: a 32-byte secret derived from N
-  printf '%064x' "$1"
-}
-
-make_entries() { # make_entries PREFIX COUNT: entry lines on stdout
-  local i
-  for ((i = 0; i < $2; i++)); do
-    echo "chat$((i % 7))@g.us sender$((i % 3)) $1-$i $(hex32 $((i + 1))) 0 $((1700000000 + i))"
-  done
-}
-
-expected_lookups() { # the `secret get -` output for make_entries
-  local i
-  for ((i = 0; i < $2; i++)); do
-    echo "$(hex32 $((i + 1))) $((1700000000 + i))"
-  done
-}
-
-keys_of() { # keys_of PREFIX COUNT
-  local i
-  for ((i = 0; i < $2; i++)); do
-    echo "chat$((i % 7))@g.us sender$((i % 3)) $1-$i"
-  done
-}
-
-run_test() {
-  local name="$1"
-  [[ "$name" =~ $FILTER ]] || return 0
-  CURRENT_OK=1
-  echo "- $name"
-  "test_${name// /_}"
-  if [ "$CURRENT_OK" = 1 ]; then
-    PASSED=$((PASSED + 1))
-  else
-    FAILED=$((FAILED + 1))
-  fi
-}
+source "$(dirname "$0")/process_helpers.sh"
 
 # -- the tests ---------------------------------------------------------------
 
@@ -455,5 +335,4 @@ run_test "a node whose disk never recovers exits non zero and counts the loss"
 run_test "wrongly typed settings are refused"
 run_test "scripts run starts a node that stops cleanly"
 
-echo "$PASSED passed, $FAILED failed"
-[ "$FAILED" = 0 ] && [ "$PASSED" -gt 0 ]
+finish_tests
