@@ -63,8 +63,11 @@ public:
   /// pending key needs no capacity. An empty `writes` is a no-op.
   queue_result queue(producer_ticket ticket, std::vector<secret_write> writes);
 
-  /// Admits everything held under `ticket` at once, past the limit, and
-  /// forgets the ticket (its producer died). Returns the entries admitted.
+  /// Rescues everything held under `ticket` and forgets the ticket (its
+  /// producer died). A capture is admitted at once, past the limit, unless
+  /// an earlier waiting producer still holds its key: then it joins that
+  /// producer's newest held capture of the key, so the captures of one key
+  /// are still applied in arrival order. Returns the captures rescued.
   std::size_t force_admit(producer_ticket ticket);
 
   /// Snapshots up to `max_batch` pending entries, oldest first, as the next
@@ -142,9 +145,14 @@ private:
   /// address across rehashing, and only `release_written` erases entries.
   using entry_ref = pending_map::value_type*;
 
+  /// One capture, or several captures of one key coalesced in arrival
+  /// order (a dead producer's joined to an earlier hold).
   struct held_write {
     secret_write write;
+    /// Number of the oldest capture it carries.
     uint64_t sequence;
+    /// Number of the newest capture it carries.
+    uint64_t newest;
   };
 
   struct waiter {
@@ -163,6 +171,11 @@ private:
   void admit(secret_key&& key, held_write&& capture);
 
   void merge_into(slot& entry, held_write&& capture);
+
+  /// The newest capture of `key` held by a producer that arrived before
+  /// `producer`; nullptr when none.
+  held_write* latest_hold_before(std::deque<waiter>::iterator producer,
+                                 const secret_key& key);
 
   void hold(waiter&& w);
 

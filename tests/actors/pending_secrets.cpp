@@ -256,3 +256,62 @@ CAF_TEST(a failed batch keeps everything pending) {
   CAF_CHECK_EQUAL(retry[0].entry.msg_id, "A");
   CAF_CHECK_EQUAL(retry[1].entry.msg_id, "B");
 }
+
+/// Issue 9, item 5. Limit 1: P0 fills the slot, A holds K (older), B holds K
+/// (newer) and dies. B's capture is newer, so it must be applied after A's
+/// whenever A is admitted: the value last written for K is B's.
+CAF_TEST(a dead producers capture of a key held earlier is applied after it) {
+  pending_secrets pending{1};
+  CAF_CHECK(!pending.queue(1, captures({make_entry("M0", 0)})).answer_now);
+  CAF_CHECK(!pending.queue(2, captures({make_entry("K", 0xA1)})).answer_now);
+  CAF_CHECK(!pending.queue(3, captures({make_entry("K", 0xB1),
+                                        make_entry("FREE", 0xB2)}))
+               .answer_now);
+  CAF_CHECK_EQUAL(pending.force_admit(3), 2u);
+  // FREE no earlier producer holds: admitted past the limit at once.
+  CAF_CHECK(pending.version_of(key_of("FREE")) != 0);
+  CAF_CHECK(pending.find(key_of("K"))->entry.secret == secret_of(0xB1));
+  std::vector<uint8_t> written_k;
+  std::vector<producer_ticket> released;
+  for (int round = 0; round < 10 && pending.size() > 0; ++round) {
+    for (const auto& write : pending.start_batch())
+      if (write.entry.msg_id == "K")
+        written_k.push_back(write.entry.secret.front());
+    for (auto ticket : tickets(pending.finish_batch()))
+      released.push_back(ticket);
+  }
+  CAF_REQUIRE(!written_k.empty());
+  CAF_CHECK_EQUAL(written_k.back(), 0xB1);
+  CAF_CHECK_EQUAL(released, (std::vector<producer_ticket>{1, 2}));
+  CAF_CHECK_EQUAL(pending.size(), 0u);
+  CAF_CHECK_EQUAL(pending.held_entries(), 0u);
+}
+
+/// The same with the dead producer holding the key twice, and with the
+/// older producer dying after it or staying alive: B's second capture is the
+/// newest, so it is the value that lands either way.
+CAF_TEST(captures of one key keep arrival order whoever dies) {
+  for (bool older_dies_too : {false, true}) {
+    pending_secrets pending{1};
+    pending.queue(1, captures({make_entry("M0", 0)}));
+    pending.queue(2, captures({make_entry("K", 0xA1)}));
+    pending.queue(3, captures({make_entry("K", 0xB1), make_entry("K", 0xB2)}));
+    CAF_CHECK_EQUAL(pending.force_admit(3), 2u);
+    CAF_CHECK(pending.find(key_of("K"))->entry.secret == secret_of(0xB2));
+    if (older_dies_too) {
+      CAF_CHECK_EQUAL(pending.force_admit(2), 1u);
+      CAF_CHECK(pending.find(key_of("K"))->entry.secret == secret_of(0xB2));
+    }
+    std::vector<uint8_t> written_k;
+    for (int round = 0; round < 10 && pending.size() > 0; ++round) {
+      for (const auto& write : pending.start_batch())
+        if (write.entry.msg_id == "K")
+          written_k.push_back(write.entry.secret.front());
+      pending.finish_batch();
+    }
+    CAF_REQUIRE(!written_k.empty());
+    CAF_CHECK_EQUAL(written_k.back(), 0xB2);
+    CAF_CHECK_EQUAL(pending.waiting_producers(), 0u);
+    CAF_CHECK_EQUAL(pending.held_entries(), 0u);
+  }
+}

@@ -457,6 +457,35 @@ CAF_TEST(a producer that dies while waiting has its entries buffered) {
   CAF_CHECK(stored_as("M2", 0x22, "b@s.whatsapp.net"));
 }
 
+/// Issue 9, item 5, through the actor: limit 1, a filler takes the slot, A
+/// holds K (older), B holds K (newer) and dies. B's capture must be the one
+/// readable and the one that lands.
+CAF_TEST(a dead producers newer capture is not overtaken by an older held one) {
+  start(1);
+  scoped_actor filler{sys};
+  filler->request(buf, infinite, queue_atom::value, make_entry("M0", 0));
+  run_buffer();
+  scoped_actor older{sys};
+  older->request(buf, infinite, queue_atom::value, make_entry("K", 0xA1));
+  run_buffer();
+  {
+    scoped_actor doomed{sys};
+    doomed->request(buf, infinite, queue_atom::value, make_entry("K", 0xB1));
+    run_buffer();
+    CAF_CHECK_EQUAL(peek_stats().held_entries, 2u);
+  }
+  run_buffer(); // The down message.
+  CAF_CHECK_EQUAL(peek_stats().force_buffered, 1u);
+  self->request(buf, infinite, lookup_atom::value, key_of("K"));
+  run_buffer();
+  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0xB1));
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(filler) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(older) == ok_atom::value);
+  CAF_CHECK(stored_as("K", 0xB1));
+  CAF_CHECK_EQUAL(lookup("K"), found(0xB1));
+}
+
 // -- flush and seal -------------------------------------------------------------
 
 CAF_TEST(flush answers once everything queued before it is durable) {
