@@ -49,7 +49,8 @@ std::size_t pending_secrets::force_admit(producer_ticket ticket) {
     // Admitting it now would let the older held capture be applied after
     // it, whenever its producer is admitted.
     if (auto* earlier = latest_hold_before(i, key)) {
-      earlier->write = storage::apply_capture(&earlier->write, capture.write);
+      earlier->write
+        = storage::coalesce_captures(earlier->write, capture.write);
       earlier->newest = capture.newest;
     } else {
       admit(std::move(key), std::move(capture));
@@ -137,8 +138,8 @@ pending_secrets::find(const secret_key& key) const {
       if (capture.write.entry.chat == key.chat
           && capture.write.entry.sender == key.sender
           && capture.write.entry.msg_id == key.msg_id)
-        result = storage::apply_capture(result ? &*result : nullptr,
-                                        capture.write);
+        result = result ? storage::coalesce_captures(*result, capture.write)
+                        : capture.write;
   return result;
 }
 
@@ -193,7 +194,7 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
 }
 
 void pending_secrets::merge_into(slot& entry, held_write&& capture) {
-  entry.row = storage::apply_capture(&entry.row, capture.write);
+  entry.row = storage::coalesce_captures(entry.row, capture.write);
   entry.version = capture.newest;
   entry.oldest = std::min(entry.oldest, capture.sequence);
 }
