@@ -17,6 +17,8 @@ pending_secrets::queue(producer_ticket ticket,
                        std::vector<secret_write> writes) {
   waiter w{ticket, {}, 0};
   for (auto& write : writes) {
+    if (!watches_.empty())
+      record_for_watches(write);
     auto sequence = next_sequence_++;
     w.held.push_back(held_write{std::move(write), sequence, sequence});
   }
@@ -141,6 +143,39 @@ pending_secrets::find(const secret_key& key) const {
         result = result ? storage::coalesce_captures(*result, capture.write)
                         : capture.write;
   return result;
+}
+
+read_watch pending_secrets::watch(const secret_key& key) {
+  auto id = next_watch_++;
+  watches_[key].push_back(watched{id, find(key)});
+  return id;
+}
+
+std::optional<secret_write>
+pending_secrets::end_watch(const secret_key& key, read_watch id) {
+  std::optional<secret_write> result;
+  auto i = watches_.find(key);
+  if (i == watches_.end())
+    return result;
+  auto& list = i->second;
+  auto w = std::find_if(list.begin(), list.end(),
+                        [id](const watched& x) { return x.id == id; });
+  if (w != list.end()) {
+    result = std::move(w->value);
+    list.erase(w);
+  }
+  if (list.empty())
+    watches_.erase(i);
+  return result;
+}
+
+void pending_secrets::record_for_watches(const secret_write& capture) {
+  auto i = watches_.find(capture.entry.key());
+  if (i == watches_.end())
+    return;
+  for (auto& w : i->second)
+    w.value = w.value ? storage::coalesce_captures(*w.value, capture)
+                      : capture;
 }
 
 bool pending_secrets::durable_through(uint64_t sequence) const {

@@ -34,10 +34,18 @@
 /// - Producers waiting for capacity are admitted in arrival order; a later
 ///   capture of a key that an earlier producer still holds waits behind it,
 ///   so captures of one key are applied in the order they arrived.
+/// - A lookup that reads RocksDB cannot tell which batches its read saw. It
+///   applies onto the row it read the buffer's value at the start of the
+///   read followed by every capture of the key since (`watch`): that covers
+///   whatever the read may have seen, and a capture applied again changes
+///   nothing, so it answers the key's state when the read's answer arrives.
 namespace coalesce {
 
 /// Names one `queue` request while its producer waits for capacity.
 using producer_ticket = uint64_t;
+
+/// Names one lookup's read of RocksDB while it is in flight.
+using read_watch = uint64_t;
 
 /// A producer whose entries are now all admitted and who may be answered.
 struct producer_release {
@@ -93,6 +101,15 @@ public:
   /// What the buffer holds for `key`: the pending entry with every held
   /// capture of it applied in arrival order; nothing when it holds none.
   std::optional<secret_write> find(const secret_key& key) const;
+
+  /// Starts following `key` for a lookup about to read RocksDB: from now
+  /// on every capture of it is recorded for `end_watch`.
+  read_watch watch(const secret_key& key);
+
+  /// What the lookup applies onto the row its read found: `find(key)` as it
+  /// was at `watch`, followed by every capture of the key since, in arrival
+  /// order. Ends the watch.
+  std::optional<secret_write> end_watch(const secret_key& key, read_watch id);
 
   /// True when every capture numbered up to `sequence` was written.
   bool durable_through(uint64_t sequence) const;
@@ -179,6 +196,9 @@ private:
 
   void hold(waiter&& w);
 
+  /// Adds a capture that just arrived to every watch of its key.
+  void record_for_watches(const secret_write& capture);
+
   void unhold(const secret_key& key);
 
   std::size_t limit_;
@@ -200,6 +220,16 @@ private:
   /// Each entry the batch in flight carries, with the version it carries.
   std::vector<std::pair<entry_ref, uint64_t>> in_flight_;
   bool writing_ = false;
+
+  struct watched {
+    read_watch id;
+    std::optional<secret_write> value;
+  };
+
+  /// Lookups reading RocksDB, by key.
+  std::unordered_map<secret_key, std::vector<watched>, secret_key_hash>
+    watches_;
+  read_watch next_watch_ = 1;
 };
 
 } // namespace coalesce

@@ -446,3 +446,33 @@ CAF_TEST(coalescing then writing equals writing each capture in turn) {
   }
   CAF_CHECK_EQUAL(mismatches, 0);
 }
+
+/// A watch carries the buffer's value at its start and every capture of the
+/// key since, in arrival order, whether admitted, held, or written and
+/// released meanwhile; other keys do not touch it.
+CAF_TEST(a watch follows every capture of its key until it ends) {
+  pending_secrets pending{1};
+  pending.queue(1, captures({make_entry("A", 0x11)}));
+  auto first = pending.watch(key_of("A"));
+  auto unseen = pending.watch(key_of("NONE"));
+  pending.start_batch();
+  pending.queue(2, captures({make_entry("A", 0x22)}));
+  pending.finish_batch();
+  pending.start_batch();
+  pending.finish_batch();
+  CAF_CHECK_EQUAL(pending.size(), 0u);
+  auto second = pending.watch(key_of("A"));
+  pending.queue(3, captures({make_entry("B", 0x44)}));
+  pending.queue(4, captures({make_entry("A", 0x33)})); // Held: B is pending.
+  CAF_CHECK_EQUAL(pending.held_entries(), 1u);
+  CAF_CHECK(!pending.end_watch(key_of("NONE"), unseen).has_value());
+  auto seen_by_first = pending.end_watch(key_of("A"), first);
+  CAF_REQUIRE(seen_by_first.has_value());
+  CAF_CHECK(seen_by_first->entry.secret == secret_of(0x33));
+  auto seen_by_second = pending.end_watch(key_of("A"), second);
+  CAF_REQUIRE(seen_by_second.has_value());
+  CAF_CHECK(seen_by_second->entry.secret == secret_of(0x33));
+  // Ended: a later capture is no longer recorded, and ending again is a no-op.
+  pending.queue(5, captures({make_entry("A", 0x55)}));
+  CAF_CHECK(!pending.end_watch(key_of("A"), first).has_value());
+}
