@@ -16,8 +16,12 @@ pending_secrets::queue_result
 pending_secrets::queue(producer_ticket ticket,
                        std::vector<secret_write> writes) {
   waiter w{ticket, {}, 0};
-  for (auto& write : writes)
-    w.held.push_back(held_write{std::move(write), next_sequence_++});
+  for (auto& write : writes) {
+    if (!watches_.empty())
+      record_for_watches(write);
+    auto sequence = next_sequence_++;
+    w.held.push_back(held_write{std::move(write), sequence, sequence});
+  }
   w.last_sequence = w.held.empty() ? last_sequence()
                                    : w.held.back().sequence;
   auto last = w.last_sequence;
@@ -40,14 +44,22 @@ std::size_t pending_secrets::force_admit(producer_ticket ticket) {
   if (i == waiters_.end())
     return 0;
   auto held = std::move(i->held);
-  waiters_.erase(i);
-  auto admitted = held.size();
+  auto rescued = held.size();
   for (auto& capture : held) {
     auto key = capture.write.entry.key();
     unhold(key);
-    admit(std::move(key), std::move(capture));
+    // Admitting it now would let the older held capture be applied after
+    // it, whenever its producer is admitted.
+    if (auto* earlier = latest_hold_before(i, key)) {
+      earlier->write
+        = storage::coalesce_captures(earlier->write, capture.write);
+      earlier->newest = capture.newest;
+    } else {
+      admit(std::move(key), std::move(capture));
+    }
   }
-  return admitted;
+  waiters_.erase(i);
+  return rescued;
 }
 
 std::vector<secret_write> pending_secrets::start_batch() {
@@ -128,9 +140,42 @@ pending_secrets::find(const secret_key& key) const {
       if (capture.write.entry.chat == key.chat
           && capture.write.entry.sender == key.sender
           && capture.write.entry.msg_id == key.msg_id)
-        result = storage::apply_capture(result ? &*result : nullptr,
-                                        capture.write);
+        result = result ? storage::coalesce_captures(*result, capture.write)
+                        : capture.write;
   return result;
+}
+
+read_watch pending_secrets::watch(const secret_key& key) {
+  auto id = next_watch_++;
+  watches_[key].push_back(watched{id, find(key)});
+  return id;
+}
+
+std::optional<secret_write>
+pending_secrets::end_watch(const secret_key& key, read_watch id) {
+  std::optional<secret_write> result;
+  auto i = watches_.find(key);
+  if (i == watches_.end())
+    return result;
+  auto& list = i->second;
+  auto w = std::find_if(list.begin(), list.end(),
+                        [id](const watched& x) { return x.id == id; });
+  if (w != list.end()) {
+    result = std::move(w->value);
+    list.erase(w);
+  }
+  if (list.empty())
+    watches_.erase(i);
+  return result;
+}
+
+void pending_secrets::record_for_watches(const secret_write& capture) {
+  auto i = watches_.find(capture.entry.key());
+  if (i == watches_.end())
+    return;
+  for (auto& w : i->second)
+    w.value = w.value ? storage::coalesce_captures(*w.value, capture)
+                      : capture;
 }
 
 bool pending_secrets::durable_through(uint64_t sequence) const {
@@ -176,7 +221,7 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
   if (i == pending_.end()) {
     auto sequence = capture.sequence;
     auto added = pending_.emplace(
-      std::move(key), slot{std::move(capture.write), sequence, sequence});
+      std::move(key), slot{std::move(capture.write), capture.newest, sequence});
     unwritten_.push_back(&*added.first);
     return;
   }
@@ -184,9 +229,23 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
 }
 
 void pending_secrets::merge_into(slot& entry, held_write&& capture) {
-  entry.row = storage::apply_capture(&entry.row, capture.write);
-  entry.version = capture.sequence;
+  entry.row = storage::coalesce_captures(entry.row, capture.write);
+  entry.version = capture.newest;
   entry.oldest = std::min(entry.oldest, capture.sequence);
+}
+
+pending_secrets::held_write*
+pending_secrets::latest_hold_before(std::deque<waiter>::iterator producer,
+                                    const secret_key& key) {
+  if (held_keys_.count(key) == 0)
+    return nullptr;
+  for (auto w = std::make_reverse_iterator(producer); w != waiters_.rend();
+       ++w)
+    for (auto h = w->held.rbegin(); h != w->held.rend(); ++h)
+      if (h->write.entry.chat == key.chat && h->write.entry.sender == key.sender
+          && h->write.entry.msg_id == key.msg_id)
+        return &*h;
+  return nullptr;
 }
 
 void pending_secrets::hold(waiter&& w) {

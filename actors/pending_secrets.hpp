@@ -34,10 +34,18 @@
 /// - Producers waiting for capacity are admitted in arrival order; a later
 ///   capture of a key that an earlier producer still holds waits behind it,
 ///   so captures of one key are applied in the order they arrived.
+/// - A lookup that reads RocksDB cannot tell which batches its read saw. It
+///   applies onto the row it read the buffer's value at the start of the
+///   read followed by every capture of the key since (`watch`): that covers
+///   whatever the read may have seen, and a capture applied again changes
+///   nothing, so it answers the key's state when the read's answer arrives.
 namespace coalesce {
 
 /// Names one `queue` request while its producer waits for capacity.
 using producer_ticket = uint64_t;
+
+/// Names one lookup's read of RocksDB while it is in flight.
+using read_watch = uint64_t;
 
 /// A producer whose entries are now all admitted and who may be answered.
 struct producer_release {
@@ -63,8 +71,11 @@ public:
   /// pending key needs no capacity. An empty `writes` is a no-op.
   queue_result queue(producer_ticket ticket, std::vector<secret_write> writes);
 
-  /// Admits everything held under `ticket` at once, past the limit, and
-  /// forgets the ticket (its producer died). Returns the entries admitted.
+  /// Rescues everything held under `ticket` and forgets the ticket (its
+  /// producer died). A capture is admitted at once, past the limit, unless
+  /// an earlier waiting producer still holds its key: then it joins that
+  /// producer's newest held capture of the key, so the captures of one key
+  /// are still applied in arrival order. Returns the captures rescued.
   std::size_t force_admit(producer_ticket ticket);
 
   /// Snapshots up to `max_batch` pending entries, oldest first, as the next
@@ -90,6 +101,15 @@ public:
   /// What the buffer holds for `key`: the pending entry with every held
   /// capture of it applied in arrival order; nothing when it holds none.
   std::optional<secret_write> find(const secret_key& key) const;
+
+  /// Starts following `key` for a lookup about to read RocksDB: from now
+  /// on every capture of it is recorded for `end_watch`.
+  read_watch watch(const secret_key& key);
+
+  /// What the lookup applies onto the row its read found: `find(key)` as it
+  /// was at `watch`, followed by every capture of the key since, in arrival
+  /// order. Ends the watch.
+  std::optional<secret_write> end_watch(const secret_key& key, read_watch id);
 
   /// True when every capture numbered up to `sequence` was written.
   bool durable_through(uint64_t sequence) const;
@@ -142,9 +162,14 @@ private:
   /// address across rehashing, and only `release_written` erases entries.
   using entry_ref = pending_map::value_type*;
 
+  /// One capture, or several captures of one key coalesced in arrival
+  /// order (a dead producer's joined to an earlier hold).
   struct held_write {
     secret_write write;
+    /// Number of the oldest capture it carries.
     uint64_t sequence;
+    /// Number of the newest capture it carries.
+    uint64_t newest;
   };
 
   struct waiter {
@@ -164,7 +189,15 @@ private:
 
   void merge_into(slot& entry, held_write&& capture);
 
+  /// The newest capture of `key` held by a producer that arrived before
+  /// `producer`; nullptr when none.
+  held_write* latest_hold_before(std::deque<waiter>::iterator producer,
+                                 const secret_key& key);
+
   void hold(waiter&& w);
+
+  /// Adds a capture that just arrived to every watch of its key.
+  void record_for_watches(const secret_write& capture);
 
   void unhold(const secret_key& key);
 
@@ -187,6 +220,16 @@ private:
   /// Each entry the batch in flight carries, with the version it carries.
   std::vector<std::pair<entry_ref, uint64_t>> in_flight_;
   bool writing_ = false;
+
+  struct watched {
+    read_watch id;
+    std::optional<secret_write> value;
+  };
+
+  /// Lookups reading RocksDB, by key.
+  std::unordered_map<secret_key, std::vector<watched>, secret_key_hash>
+    watches_;
+  read_watch next_watch_ = 1;
 };
 
 } // namespace coalesce

@@ -383,19 +383,22 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       auto id = st.next_lookup++;
       auto promise = self->make_response_promise<secret_lookup>();
       st.single_lookups.emplace(id, promise);
+      auto watch = st.pending.watch(key);
       self
         ->request(st.reader, caf::infinite, read_atom::value,
                   std::vector<secret_key>{key})
         .then(
-          [self, id, buffered](std::vector<stored_secret>& rows) {
+          [self, id, key, watch](std::vector<stored_secret>& rows) {
             auto& st = self->state;
             auto i = st.single_lookups.find(id);
-            i->second.deliver(
-              resolve(&rows.front(), buffered, storage::unix_now()));
+            i->second.deliver(resolve(&rows.front(),
+                                      st.pending.end_watch(key, watch),
+                                      storage::unix_now()));
             st.single_lookups.erase(i);
           },
-          [self, id](caf::error& err) {
+          [self, id, key, watch](caf::error& err) {
             auto& st = self->state;
+            st.pending.end_watch(key, watch);
             auto i = st.single_lookups.find(id);
             i->second.deliver(std::move(err));
             st.single_lookups.erase(i);
@@ -425,22 +428,34 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       auto id = st.next_lookup++;
       auto promise = self->make_response_promise<std::vector<secret_lookup>>();
       st.many_lookups.emplace(id, promise);
+      std::vector<read_watch> watches;
+      watches.reserve(to_read.size());
+      for (const auto& key : to_read)
+        watches.push_back(st.pending.watch(key));
+      auto end_watches = [self, to_read, watches] {
+        auto& st = self->state;
+        std::vector<std::optional<secret_write>> result;
+        result.reserve(to_read.size());
+        for (std::size_t j = 0; j < to_read.size(); ++j)
+          result.push_back(st.pending.end_watch(to_read[j], watches[j]));
+        return result;
+      };
       self->request(st.reader, caf::infinite, read_atom::value, to_read)
         .then(
-          [self, id, answers, buffered,
-           read_index](std::vector<stored_secret>& rows) mutable {
+          [self, id, answers, read_index,
+           end_watches](std::vector<stored_secret>& rows) mutable {
             auto& st = self->state;
             auto now = storage::unix_now();
-            for (std::size_t j = 0; j < read_index.size(); ++j) {
-              auto i = read_index[j];
-              answers[i] = resolve(&rows[j], buffered[i], now);
-            }
+            auto buffered = end_watches();
+            for (std::size_t j = 0; j < read_index.size(); ++j)
+              answers[read_index[j]] = resolve(&rows[j], buffered[j], now);
             auto k = st.many_lookups.find(id);
             k->second.deliver(std::move(answers));
             st.many_lookups.erase(k);
           },
-          [self, id](caf::error& err) {
+          [self, id, end_watches](caf::error& err) {
             auto& st = self->state;
+            end_watches();
             auto k = st.many_lookups.find(id);
             k->second.deliver(std::move(err));
             st.many_lookups.erase(k);

@@ -36,7 +36,9 @@
 ///   only once all its entries are admitted, after batches free capacity.
 ///   Held entries are already readable.
 /// - Nothing that reached the buffer is discarded: a waiting producer that
-///   dies has its held entries admitted past the limit; a failed batch stays
+///   dies has its held entries admitted past the limit (behind any earlier
+///   hold of the same key, so one key's captures keep their arrival order);
+///   a failed batch stays
 ///   pending and readable and is retried with exponential backoff (the drain
 ///   worker asks the database to recover meanwhile). While writes fail,
 ///   producers back-pressure at the high-water mark as usual.

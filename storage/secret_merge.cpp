@@ -32,6 +32,19 @@ secret_write apply_capture(const secret_write* existing,
   return result;
 }
 
+secret_write coalesce_captures(const secret_write& earlier,
+                               const secret_write& later) {
+  auto result = apply_capture(&earlier, later);
+  if (is_expired(earlier, later.captured_at)) {
+    // Onto a row still live for both captures, `earlier` is applied first
+    // and its message time survives an unknown later one.
+    result.entry.message_ts
+      = merge_message_ts(earlier.entry.message_ts, later.entry.message_ts);
+    result.captured_at = std::max(earlier.captured_at, later.captured_at);
+  }
+  return result;
+}
+
 int64_t unix_now() {
   using namespace std::chrono;
   return duration_cast<seconds>(system_clock::now().time_since_epoch()).count();

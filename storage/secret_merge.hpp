@@ -29,11 +29,22 @@ int64_t merge_message_ts(int64_t existing, int64_t incoming);
 bool is_expired(const secret_write& row, int64_t now);
 
 /// The row that `capture` leaves when applied on `existing` (nullptr when no
-/// row exists). The result keeps the capture time of the oldest capture that
-/// still counts, so a coalesced run of captures merges onto a stored row
-/// exactly as the captures one by one would.
+/// row exists): what the merge operator does with each operand.
 secret_write apply_capture(const secret_write* existing,
                            const secret_write& capture);
+
+/// One capture standing for `earlier` followed by `later`, as the buffer
+/// keeps duplicates: applied on any row, it leaves what the two applied in
+/// turn leave, with one exception. When `earlier` had expired by the time
+/// `later` was made, applying them in turn onto no row (or onto a row that
+/// had expired by then) forgets `earlier`'s message time if `later`'s is
+/// unknown; the coalesced capture keeps the latest known one. That case
+/// cannot be made equal: the coalesced capture would then differ from
+/// itself applied twice, and a retried batch relies on it not doing so.
+/// Its capture time is the later of the two where `earlier` had expired,
+/// so that an older row counts only if it was still live for both.
+secret_write coalesce_captures(const secret_write& earlier,
+                               const secret_write& later);
 
 /// Unix seconds from the system clock.
 int64_t unix_now();

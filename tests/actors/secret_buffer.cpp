@@ -101,6 +101,15 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
       [=](resumable* job) { return job == buffer_job; });
   }
 
+  /// Runs every actor but `stalled`, as behind a slow read.
+  template <class Handle>
+  void run_all_but(const Handle& stalled) {
+    auto* stalled_job = dynamic_cast<resumable*>(
+      actor_cast<abstract_actor*>(stalled));
+    sched.run_jobs_filtered(
+      [=](resumable* job) { return job != stalled_job; });
+  }
+
   /// Takes the next message out of `who`'s mailbox: the reply to its
   /// request. Fails when nothing arrived, so a missing answer is a failure,
   /// never a hang.
@@ -256,6 +265,94 @@ CAF_TEST(a pending capture past its expiry answers through the stored row) {
   self->request(buf, infinite, lookup_atom::value, key_of("P"));
   sched.run();
   CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0x22));
+}
+
+/// Issue 9, item 6: a lookup arrives while a capture with an unknown message
+/// time is pending, so it reads RocksDB; before the reader answers, a newer
+/// capture of the key is queued and written. The answer must be a state the
+/// key had (here the newest), never the older pending secret combined with
+/// the newer row's message time.
+CAF_TEST(a lookup never mixes its arrival state with a newer stored row) {
+  start();
+  auto base = make_entry("P", 0x11);
+  base.message_ts = 50;
+  queue({base});
+  auto unknown_ts = make_entry("P", 0x22);
+  unknown_ts.message_ts = 0;
+  self->request(buf, infinite, queue_atom::value, entries{unknown_ts});
+  run_buffer(); // Its batch waits at the drain worker.
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  scoped_actor client{sys};
+  client->request(buf, infinite, lookup_atom::value, key_of("P"));
+  run_buffer(); // The read waits at the reader.
+  auto newer = make_entry("P", 0x33);
+  newer.message_ts = 99;
+  self->request(buf, infinite, queue_atom::value, entries{newer});
+  run_buffer();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  run_all_but(reader); // Both captures are written while the read waits.
+  CAF_CHECK(stored_as("P", 0x33));
+  CAF_CHECK(client->mailbox().empty());
+  sched.run();
+  CAF_CHECK_EQUAL(receive_from<secret_lookup>(client), found(0x33, 99));
+}
+
+/// The same with the read done before the writes land (its answer handled
+/// after them): the state at arrival or the newest, nothing else.
+CAF_TEST(a lookup read before newer writes answers a state the key had) {
+  start();
+  auto base = make_entry("P", 0x11);
+  base.message_ts = 50;
+  queue({base});
+  auto unknown_ts = make_entry("P", 0x22);
+  unknown_ts.message_ts = 0;
+  self->request(buf, infinite, queue_atom::value, entries{unknown_ts});
+  run_buffer();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  scoped_actor client{sys};
+  client->request(buf, infinite, lookup_atom::value, key_of("P"));
+  run_buffer();
+  auto newer = make_entry("P", 0x33);
+  newer.message_ts = 99;
+  self->request(buf, infinite, queue_atom::value, entries{newer});
+  run_buffer();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  sched.run_jobs_filtered([&](resumable* job) {
+    return job == dynamic_cast<resumable*>(actor_cast<abstract_actor*>(reader));
+  });
+  sched.run();
+  auto answer = receive_from<secret_lookup>(client);
+  CAF_CHECK(answer == found(0x22, 50) || answer == found(0x33, 99));
+  CAF_MESSAGE("answered " << to_string(answer));
+}
+
+/// A lookup of many keys takes the same care for each key it reads.
+CAF_TEST(a lookup of many keys never mixes states either) {
+  start();
+  auto base = make_entry("P", 0x11);
+  base.message_ts = 50;
+  queue({base, make_entry("Q", 0x44)});
+  auto unknown_ts = make_entry("P", 0x22);
+  unknown_ts.message_ts = 0;
+  self->request(buf, infinite, queue_atom::value, entries{unknown_ts});
+  run_buffer();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  scoped_actor client{sys};
+  client->request(buf, infinite, lookup_atom::value,
+                  std::vector<secret_key>{key_of("Q"), key_of("P")});
+  run_buffer();
+  auto newer = make_entry("P", 0x33);
+  newer.message_ts = 99;
+  self->request(buf, infinite, queue_atom::value, entries{newer});
+  run_buffer();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  run_all_but(reader);
+  CAF_CHECK(stored_as("P", 0x33));
+  sched.run();
+  auto answers = receive_from<std::vector<secret_lookup>>(client);
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK_EQUAL(answers[0], found(0x44));
+  CAF_CHECK_EQUAL(answers[1], found(0x33, 99));
 }
 
 CAF_TEST(expired secrets are invisible to lookups) {
@@ -455,6 +552,35 @@ CAF_TEST(a producer that dies while waiting has its entries buffered) {
   CAF_CHECK(receive_from<ok_atom>(filler) == ok_atom::value);
   CAF_CHECK(stored_as("M1", 0x11));
   CAF_CHECK(stored_as("M2", 0x22, "b@s.whatsapp.net"));
+}
+
+/// Issue 9, item 5, through the actor: limit 1, a filler takes the slot, A
+/// holds K (older), B holds K (newer) and dies. B's capture must be the one
+/// readable and the one that lands.
+CAF_TEST(a dead producers newer capture is not overtaken by an older held one) {
+  start(1);
+  scoped_actor filler{sys};
+  filler->request(buf, infinite, queue_atom::value, make_entry("M0", 0));
+  run_buffer();
+  scoped_actor older{sys};
+  older->request(buf, infinite, queue_atom::value, make_entry("K", 0xA1));
+  run_buffer();
+  {
+    scoped_actor doomed{sys};
+    doomed->request(buf, infinite, queue_atom::value, make_entry("K", 0xB1));
+    run_buffer();
+    CAF_CHECK_EQUAL(peek_stats().held_entries, 2u);
+  }
+  run_buffer(); // The down message.
+  CAF_CHECK_EQUAL(peek_stats().force_buffered, 1u);
+  self->request(buf, infinite, lookup_atom::value, key_of("K"));
+  run_buffer();
+  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0xB1));
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(filler) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(older) == ok_atom::value);
+  CAF_CHECK(stored_as("K", 0xB1));
+  CAF_CHECK_EQUAL(lookup("K"), found(0xB1));
 }
 
 // -- flush and seal -------------------------------------------------------------
