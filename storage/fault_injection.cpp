@@ -36,6 +36,14 @@ rocksdb::IOStatus no_space(fault_switches& switches, const std::string& what) {
   return rocksdb::IOStatus::NoSpace("injected full disk: " + what);
 }
 
+/// ENOSPC while the disk is full, else nothing.
+std::optional<rocksdb::IOStatus> when_full(fault_switches& switches,
+                                           const std::string& what) {
+  if (switches.disk_full)
+    return no_space(switches, what);
+  return std::nullopt;
+}
+
 class faulty_file : public rocksdb::FSWritableFileOwnerWrapper {
 public:
   faulty_file(std::unique_ptr<rocksdb::FSWritableFile>&& file, std::string name,
@@ -86,8 +94,8 @@ public:
 
   rocksdb::IOStatus Flush(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "flush of " + name_);
+    if (auto full = when_full(*switches_, "flush of " + name_))
+      return *full;
     return target()->Flush(options, dbg);
   }
 
@@ -108,16 +116,16 @@ public:
   rocksdb::IOStatus RangeSync(uint64_t offset, uint64_t nbytes,
                               const rocksdb::IOOptions& options,
                               rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "range sync of " + name_);
+    if (auto full = when_full(*switches_, "range sync of " + name_))
+      return *full;
     return target()->RangeSync(offset, nbytes, options, dbg);
   }
 
   rocksdb::IOStatus Allocate(uint64_t offset, uint64_t len,
                              const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "allocate in " + name_);
+    if (auto full = when_full(*switches_, "allocate in " + name_))
+      return *full;
     return target()->Allocate(offset, len, options, dbg);
   }
 
@@ -136,16 +144,16 @@ private:
       if (switches_->space_left.fetch_sub(needed) < needed)
         switches_->disk_full = true;
     }
-    if (switches_->disk_full)
-      return no_space(*switches_, "append to " + name_);
+    if (auto full = when_full(*switches_, "append to " + name_))
+      return *full;
     return std::nullopt;
   }
 
   std::optional<rocksdb::IOStatus> sync_fault(const char* what) const {
     if (wal_ && switches_->wal_sync)
       return injected(*switches_, what + name_);
-    if (switches_->disk_full)
-      return no_space(*switches_, what + name_);
+    if (auto full = when_full(*switches_, what + name_))
+      return *full;
     return std::nullopt;
   }
 
@@ -169,29 +177,29 @@ public:
   rocksdb::IOStatus Write(uint64_t offset, const rocksdb::Slice& data,
                           const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "write to " + name_);
+    if (auto full = when_full(*switches_, "write to " + name_))
+      return *full;
     return target()->Write(offset, data, options, dbg);
   }
 
   rocksdb::IOStatus Flush(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "flush of " + name_);
+    if (auto full = when_full(*switches_, "flush of " + name_))
+      return *full;
     return target()->Flush(options, dbg);
   }
 
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
                          rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "sync of " + name_);
+    if (auto full = when_full(*switches_, "sync of " + name_))
+      return *full;
     return target()->Sync(options, dbg);
   }
 
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "fsync of " + name_);
+    if (auto full = when_full(*switches_, "fsync of " + name_))
+      return *full;
     return target()->Fsync(options, dbg);
   }
 
@@ -216,8 +224,8 @@ public:
   NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                   std::unique_ptr<rocksdb::FSWritableFile>* result,
                   rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "creating " + name);
+    if (auto full = when_full(*switches_, "creating " + name))
+      return *full;
     return wrap(target()->NewWritableFile(name, options, result, dbg), name,
                 result);
   }
@@ -227,8 +235,8 @@ public:
                      const rocksdb::FileOptions& options,
                      std::unique_ptr<rocksdb::FSWritableFile>* result,
                      rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "reopening " + name);
+    if (auto full = when_full(*switches_, "reopening " + name))
+      return *full;
     return wrap(target()->ReopenWritableFile(name, options, result, dbg), name,
                 result);
   }
@@ -238,8 +246,8 @@ public:
                     const rocksdb::FileOptions& options,
                     std::unique_ptr<rocksdb::FSWritableFile>* result,
                     rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "reusing " + old_name + " as " + name);
+    if (auto full = when_full(*switches_, "reusing " + old_name + " as " + name))
+      return *full;
     return wrap(target()->ReuseWritableFile(name, old_name, options, result,
                                             dbg),
                 name, result);
@@ -249,8 +257,8 @@ public:
   NewRandomRWFile(const std::string& name, const rocksdb::FileOptions& options,
                   std::unique_ptr<rocksdb::FSRandomRWFile>* result,
                   rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "creating " + name);
+    if (auto full = when_full(*switches_, "creating " + name))
+      return *full;
     auto status = target()->NewRandomRWFile(name, options, result, dbg);
     if (status.ok())
       result->reset(
@@ -261,24 +269,24 @@ public:
   rocksdb::IOStatus RenameFile(const std::string& from, const std::string& to,
                                const rocksdb::IOOptions& options,
                                rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "renaming " + from + " to " + to);
+    if (auto full = when_full(*switches_, "renaming " + from + " to " + to))
+      return *full;
     return target()->RenameFile(from, to, options, dbg);
   }
 
   rocksdb::IOStatus LinkFile(const std::string& from, const std::string& to,
                              const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "linking " + from + " to " + to);
+    if (auto full = when_full(*switches_, "linking " + from + " to " + to))
+      return *full;
     return target()->LinkFile(from, to, options, dbg);
   }
 
   rocksdb::IOStatus CreateDir(const std::string& name,
                               const rocksdb::IOOptions& options,
                               rocksdb::IODebugContext* dbg) override {
-    if (switches_->disk_full)
-      return no_space(*switches_, "creating directory " + name);
+    if (auto full = when_full(*switches_, "creating directory " + name))
+      return *full;
     return target()->CreateDir(name, options, dbg);
   }
 

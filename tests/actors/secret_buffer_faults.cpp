@@ -299,12 +299,13 @@ CAF_TEST(a retryable error is retried until it clears) {
 
 CAF_TEST_FIXTURE_SCOPE_END()
 
-/// Measured: after EIO on the WAL, RocksDB's Close() itself reports the
-/// error ("Seen error"); the owner reopens regardless, and the database
-/// serves reads and, once the fault clears, writes again.
-CAF_TEST(a close that fails after a fault does not stop the reopen) {
-  temp_dir dir;
-  auto faults = std::make_shared<fault_switches>();
+namespace {
+
+/// A database behind the seam in which A was written, then B failed with
+/// EIO on the WAL, whose appends still fail.
+std::shared_ptr<database>
+with_a_failed_wal_write(const temp_dir& dir,
+                        std::shared_ptr<fault_switches> faults) {
   auto opened = database::open(
     {dir.sub("db"), durability::synced, make_fault_injecting_file_system(faults)});
   CAF_REQUIRE(opened.engaged());
@@ -312,6 +313,18 @@ CAF_TEST(a close that fails after a fault does not stop the reopen) {
   CAF_REQUIRE(!write_secrets(*db, {capture(make_entry("A", 1), 1)}));
   faults->wal_append = true;
   CAF_CHECK(write_secrets(*db, {capture(make_entry("B", 2), 1)}) != caf::none);
+  return db;
+}
+
+} // namespace
+
+/// Measured: after EIO on the WAL, RocksDB's Close() itself reports the
+/// error ("Seen error"); the owner reopens regardless, and the database
+/// serves reads and, once the fault clears, writes again.
+CAF_TEST(a close that fails after a fault does not stop the reopen) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = with_a_failed_wal_write(dir, faults);
   CAF_CHECK_EQUAL(db->recover(), caf::none);
   CAF_CHECK(db->healthy());
   auto rows = read_secrets(*db, {key_of("A")});
@@ -326,13 +339,7 @@ CAF_TEST(a close that fails after a fault does not stop the reopen) {
 CAF_TEST(a reopen refused by a full disk leaves reads served until space returns) {
   temp_dir dir;
   auto faults = std::make_shared<fault_switches>();
-  auto opened = database::open(
-    {dir.sub("db"), durability::synced, make_fault_injecting_file_system(faults)});
-  CAF_REQUIRE(opened.engaged());
-  auto db = std::move(*opened);
-  CAF_REQUIRE(!write_secrets(*db, {capture(make_entry("A", 1), 1)}));
-  faults->wal_append = true;
-  CAF_CHECK(write_secrets(*db, {capture(make_entry("B", 2), 1)}) != caf::none);
+  auto db = with_a_failed_wal_write(dir, faults);
   faults->disk_full = true;
   auto refused = db->recover();
   CAF_CHECK_NOT_EQUAL(refused, caf::none);
