@@ -122,6 +122,7 @@ void complete(scheduler_pointer self, uint64_t ticket, stop_reason reason) {
   c.awaiting.clear();
   st.finished.push_back(ticket);
   while (st.finished.size() > st.options.finished_tickets_kept) {
+    st.stats.results_forgotten += 1;
     st.callers.erase(st.finished.front());
     st.finished.pop_front();
   }
@@ -388,6 +389,17 @@ backfill_scheduler(scheduler_pointer self, pager_actor pager,
       for (std::size_t p = 0; p < priority_count; ++p)
         stats.queued[p] = st.queue.queued_count(static_cast<priority>(p));
       stats.running = st.queue.running_count();
+      for (auto& [ticket, c] : st.callers) {
+        uint64_t bytes = 0;
+        for (auto& e : c.result.events)
+          bytes += held_bytes(e);
+        stats.events_bytes_held += bytes;
+        stats.parked_awaits += c.awaiting.size();
+        if (c.done) {
+          stats.results_kept += 1;
+          stats.results_bytes += bytes;
+        }
+      }
       return stats;
     },
     [self](shutdown_atom) {

@@ -67,6 +67,11 @@ using scheduler_actor = caf::typed_actor<
   /// Cancels every run and refuses later requests (node shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>>;
 
+/// What a kept result costs besides its events, in `results_memory`: its
+/// record (reason, counters, page references) at a fixed estimate, so that
+/// results without events are bounded too.
+constexpr std::size_t result_bookkeeping_bytes = 256;
+
 struct scheduler_options {
   run_limits limits;
   /// How long a pager may take for one batch before the run fails.
@@ -74,6 +79,8 @@ struct scheduler_options {
   /// Finished tickets kept so that a repeated `await` still gets its
   /// answer; the oldest are forgotten first.
   std::size_t finished_tickets_kept = 10000;
+  /// Bytes of finished results kept for a later await.
+  std::size_t results_memory = std::size_t{64} << 20;
 };
 
 scheduler_actor spawn_backfill_scheduler(caf::actor_system& sys,

@@ -36,6 +36,14 @@ struct timeline_event {
   }
 };
 
+/// What one event costs the scheduler to hold: the struct and the bytes of
+/// its strings (allocator overhead left out), the unit of
+/// `scheduler-results-memory` and of the held-bytes counters.
+inline std::size_t held_bytes(const timeline_event& x) {
+  return sizeof(timeline_event) + x.event_id.size() + x.type.size()
+         + x.body.size();
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timeline_event& x) {
   return f(caf::meta::type_name("timeline_event"), x.event_id, x.type,
@@ -180,12 +188,25 @@ struct scheduler_stats {
   uint64_t coalesced_joins = 0;
   /// Finished runs by stop_reason (indexed by its value).
   std::vector<uint64_t> finished{0, 0, 0, 0, 0, 0};
+  /// Bytes of loaded events held for running runs and kept results
+  /// (`held_bytes`); an event shared by many callers counts once.
+  uint64_t events_bytes_held = 0;
+  /// Awaits parked until their caller's part is done (at most one per
+  /// ticket).
+  uint64_t parked_awaits = 0;
+  /// Finished results kept for a later await, and the bytes of the events
+  /// they hold (each event once), at most `scheduler-results-memory`.
+  uint64_t results_kept = 0;
+  uint64_t results_bytes = 0;
+  /// Finished results forgotten, oldest first, to stay within the budget.
+  uint64_t results_forgotten = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
   return f(caf::meta::type_name("scheduler_stats"), x.queued, x.running,
-           x.coalesced_joins, x.finished);
+           x.coalesced_joins, x.finished, x.events_bytes_held, x.parked_awaits,
+           x.results_kept, x.results_bytes, x.results_forgotten);
 }
 
 } // namespace coalesce
