@@ -50,16 +50,35 @@ typename Inspector::result_type inspect(Inspector& f, timeline_event& x) {
            x.timestamp, x.body);
 }
 
-/// One batch a pager loaded: events newest first, and whether the start of
-/// the room's timeline was reached (a last batch may still carry events).
+/// Where a page was read in its room and where the next older page starts,
+/// in the pager's own numbering (the RocksDB store: sequence numbers). A
+/// pager moves the room's position only when the page is committed, so a
+/// page nobody received is loaded again.
+struct page_cursor {
+  /// The room's position the page was read at.
+  uint64_t read_at = 0;
+  /// The position once the page is committed: past its oldest event.
+  uint64_t next = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, page_cursor& x) {
+  return f(caf::meta::type_name("page_cursor"), x.read_at, x.next);
+}
+
+/// One batch a pager loaded: events newest first, whether the start of the
+/// room's timeline was reached (a last batch may still carry events), and
+/// the cursor that commits it.
 struct timeline_page {
   std::vector<timeline_event> events;
   bool reached_start = false;
+  page_cursor cursor;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timeline_page& x) {
-  return f(caf::meta::type_name("timeline_page"), x.events, x.reached_start);
+  return f(caf::meta::type_name("timeline_page"), x.events, x.reached_start,
+           x.cursor);
 }
 
 /// When a caller has what it wants from a run.

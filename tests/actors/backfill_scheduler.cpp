@@ -8,6 +8,7 @@
 
 #include "messages/errc.hpp"
 #include "storage/database.hpp"
+#include "storage/fault_injection.hpp"
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -32,6 +33,8 @@ struct scripted_pager_state {
   std::vector<held_request> held;
   /// Every request in arrival order: (room, max_events).
   std::vector<std::pair<std::string, uint32_t>> calls;
+  /// Every commit in arrival order: (room, cursor.next).
+  std::vector<std::pair<std::string, uint64_t>> commits;
 };
 
 using release_atom = atom_constant<atom("release")>;
@@ -66,6 +69,10 @@ scripted_pager(scripted_pager_actor::stateful_pointer<scripted_pager_state> self
       st.held.push_back({room, max_events, promise});
       return promise;
     },
+    [self](commit_atom, const std::string& room, const page_cursor& cursor) {
+      self->state.commits.emplace_back(room, cursor.next);
+      return ok_atom::value;
+    },
     [self](release_atom, const std::string& room, timeline_page& outcome) {
       release_held(self->state, room, outcome);
     },
@@ -82,7 +89,7 @@ timeline_event event(const std::string& id, int64_t timestamp = 100,
 
 timeline_page page(std::vector<timeline_event> events,
                    bool reached_start = false) {
-  return timeline_page{std::move(events), reached_start};
+  return timeline_page{std::move(events), reached_start, page_cursor{}};
 }
 
 backfill_request request_for(const std::string& room,
@@ -391,6 +398,8 @@ CAF_TEST(a run cancelled while running stops before its next batch) {
   CAF_REQUIRE_EQUAL(r.events.size(), 1u);
   CAF_CHECK_EQUAL(r.events[0].event_id, "e9");
   CAF_CHECK_EQUAL(finished(ticket).reason, stop_reason::cancelled);
+  // Only the page delivered to a caller was committed.
+  CAF_CHECK_EQUAL(pager_state().commits.size(), 1u);
 }
 
 CAF_TEST(a detached caller keeps the run going to completion) {
@@ -907,9 +916,12 @@ namespace {
 
 /// The scheduler over the real RocksDB timeline store, which the test can
 /// close and reopen; the store runs as a scheduled actor under the test
-/// coordinator, so the test decides when it answers.
+/// coordinator, so the test decides when it answers. RocksDB writes through
+/// the fault seam, off unless a test flips a switch.
 struct stored_timeline_fixture : scheduler_fixture_base {
   temp_dir dir;
+  std::shared_ptr<storage::fault_switches> faults
+    = std::make_shared<storage::fault_switches>();
   std::shared_ptr<storage::database> db;
   timeline_actor store;
 
@@ -924,8 +936,9 @@ struct stored_timeline_fixture : scheduler_fixture_base {
   }
 
   void open(caf::timespan pager_timeout) {
-    auto opened = storage::database::open({dir.sub("db"),
-                                           storage::durability::synced});
+    auto opened = storage::database::open(
+      {dir.sub("db"), storage::durability::synced,
+       storage::make_fault_injecting_file_system(faults)});
     CAF_REQUIRE(opened.engaged());
     db = std::move(*opened);
     store = sys.spawn(timeline_store, db);
@@ -1032,6 +1045,25 @@ CAF_TEST(a page that arrives after shutdown is loaded again after a restart) {
   down.receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   CAF_CHECK_EQUAL(finished(ticket).reason, stop_reason::cancelled);
   restart();
+  CAF_CHECK_EQUAL(backfill_ids("!r"), (ids{"e4", "e3", "e2", "e1"}));
+}
+
+/// The commit is the step that moves the position: when it fails, the run
+/// ends `failed` with what it delivered, and those events come again.
+CAF_TEST(a failed commit fails the run and its events are loaded again) {
+  append("!r", {"e1", "e2", "e3", "e4"});
+  // A plain I/O error on the WAL: the next write reopens the database
+  // first, synchronously, once the fault is gone.
+  faults->kind = static_cast<int>(storage::fault_kind::eio);
+  faults->wal_append = true;
+  auto request = request_for("!r");
+  request.batch_size = 2;
+  auto r = finished(enqueue(request));
+  CAF_CHECK_EQUAL(r.reason, stop_reason::failed);
+  CAF_REQUIRE_EQUAL(r.events.size(), 2u);
+  CAF_CHECK_EQUAL(r.events[0].event_id, "e4");
+  CAF_CHECK(faults->injected > 0);
+  faults->clear();
   CAF_CHECK_EQUAL(backfill_ids("!r"), (ids{"e4", "e3", "e2", "e1"}));
 }
 
