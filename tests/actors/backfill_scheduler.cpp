@@ -857,6 +857,31 @@ CAF_TEST(a thousand callers of one run share one copy of its events) {
   CAF_CHECK_EQUAL(complete, 1000u);
 }
 
+/// A finished caller leaves its run, and the run drops the pages that no
+/// caller still in it needs: here the first caller's result is forgotten at
+/// once (a budget of one byte), so only the page the second one needs is
+/// held.
+CAF_TEST(a run releases the pages its remaining callers do not need) {
+  scheduler_options options;
+  options.results_memory = 1;
+  start_with(pager, options);
+  auto first = enqueue(request_for("!a", priority::normal, 2));
+  std::vector<timeline_event> old_page{event("e9"), event("e8")};
+  std::vector<timeline_event> new_page{event("e7")};
+  release("!a", page(old_page));
+  auto second = enqueue(request_for("!a"));
+  release("!a", page(new_page));
+  CAF_CHECK_EQUAL(stats().events_bytes_held, bytes_of(new_page));
+  CAF_CHECK_EQUAL(ask_error<backfill_result>(await_atom::value, first).code(),
+                  static_cast<uint8_t>(errc::unknown_ticket));
+  auto waiting = await(second);
+  release("!a", page({event("e6")}, true));
+  auto r = result_of(waiting);
+  CAF_CHECK_EQUAL(r.reason, stop_reason::reached_timeline_start);
+  CAF_CHECK_EQUAL(r.events.size(), 2u);
+  CAF_CHECK_EQUAL(stats().events_bytes_held, 0u);
+}
+
 /// A ticket has one parked await: a re-sent await replaces the earlier one,
 /// which is answered at once (a requester that timed out drops the answer).
 CAF_TEST(a re-sent await replaces the parked one) {
