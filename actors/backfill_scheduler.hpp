@@ -32,16 +32,32 @@
 /// - A run is cancelled only when every caller has cancelled or died and
 ///   none detached; cancelled while queued it never paginates, cancelled
 ///   while running it stops before its next batch. A later request for that
-///   key starts a fresh run.
-/// - At most `max_queued` distinct runs wait; past that `enqueue` is refused
-///   with `errc::queue_full`.
-/// - Every request is answered: `await` once the caller's part is done (it
-///   may be sent again; one that timed out cancels nothing), `enqueue` after
-///   shutdown with `errc::shut_down`, and on shutdown every waiting caller
-///   with `cancelled`.
+///   key starts a fresh run, queued behind the cancelled one until it ends.
+/// - At most `max_queued` distinct runs wait, fresh runs behind cancelled
+///   ones included; past that `enqueue` is refused with `errc::queue_full`.
+/// - Every event the room's position has passed over was delivered to at
+///   least one caller: a page is committed to the pager (which then moves
+///   the position) only after its events went into the callers' results. A
+///   page answered for a cancelled run, after `pager_timeout` or after
+///   shutdown is never committed, so the room's next run loads it again.
+///   Mid-run, the next page is requested once the commit is answered; a
+///   failed commit fails the run (those events come again: at least once).
+/// - Memory: each loaded page is held once, shared by the run and the
+///   results of its callers; a finished caller leaves its run, and the run
+///   drops pages no remaining caller needs. Finished results are kept
+///   within `results_memory` bytes (shared pages counted once, plus
+///   `result_bookkeeping_bytes` each), oldest forgotten first; an await for
+///   a forgotten ticket answers `errc::unknown_ticket` saying so.
+/// - Every request is answered: `await` once the caller's part is done. It
+///   may be sent again; one that timed out cancels nothing, and a ticket has
+///   one parked await: a re-sent await replaces the earlier one, which is
+///   answered `errc::await_replaced` at once. `enqueue` after shutdown is
+///   refused with `errc::shut_down`, and on shutdown every waiting caller is
+///   answered `cancelled`.
 ///
-/// A run asks its pager for one batch at a time, with `pager_timeout`; an
-/// error, a dead pager or no answer in time ends it `failed`.
+/// A run asks its pager for one batch at a time, with `pager_timeout` for
+/// the page and for its commit; an error, a dead pager or no answer in time
+/// ends it `failed`.
 namespace coalesce {
 
 /// A stop condition that cannot cross nodes: in-process callers may pass one
@@ -67,13 +83,20 @@ using scheduler_actor = caf::typed_actor<
   /// Cancels every run and refuses later requests (node shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>>;
 
+/// What a kept result costs besides its events, in `results_memory`: its
+/// record (reason, counters, page references) at a fixed estimate, so that
+/// results without events are bounded too.
+constexpr std::size_t result_bookkeeping_bytes = 256;
+
 struct scheduler_options {
   run_limits limits;
   /// How long a pager may take for one batch before the run fails.
   caf::timespan pager_timeout = std::chrono::seconds{30};
-  /// Finished tickets kept so that a repeated `await` still gets its
-  /// answer; the oldest are forgotten first.
-  std::size_t finished_tickets_kept = 10000;
+  /// Bytes of finished results kept so that a later `await` still gets its
+  /// answer (events shared by several results count once, plus
+  /// `result_bookkeeping_bytes` per result); the oldest are forgotten
+  /// first.
+  std::size_t results_memory = std::size_t{64} << 20;
 };
 
 scheduler_actor spawn_backfill_scheduler(caf::actor_system& sys,

@@ -13,11 +13,26 @@ run_queue::admission run_queue::admit(const std::string& room,
   auto p = index(prio);
   auto i = rooms_.find(room);
   if (i != rooms_.end()) {
-    if (i->second.running == prio)
-      return admission::joined_running;
     if (i->second.queued[p] != none)
       return admission::joined_queued;
+    if (i->second.running == prio)
+      return admission::joined_running;
   }
+  return queue_new(room, prio);
+}
+
+run_queue::admission run_queue::queue_behind_running(const std::string& room,
+                                                     priority prio) {
+  auto i = rooms_.find(room);
+  if (i != rooms_.end() && i->second.queued[index(prio)] != none)
+    return admission::joined_queued;
+  return queue_new(room, prio);
+}
+
+run_queue::admission run_queue::queue_new(const std::string& room,
+                                          priority prio) {
+  auto p = index(prio);
+  auto i = rooms_.find(room);
   if (queued_total_ >= limits_.max_queued)
     return admission::queue_full;
   if (i == rooms_.end())

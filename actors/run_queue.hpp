@@ -17,9 +17,10 @@
 /// here and carries out what it decides (callers, pagers, results).
 ///
 /// Invariants:
-/// - A (room, priority) key has at most one run, queued or running; a
-///   request for a key that has one joins it. A room therefore has at most
-///   one queued run per priority.
+/// - A (room, priority) key has at most one queued run and at most one
+///   running run; a request for a key that has one joins it (the queued one
+///   first). A room therefore has at most one queued run per priority. Only
+///   `queue_behind_running` queues a run for a key that is running.
 /// - At most one run per room runs at once, whatever their priorities; at
 ///   most `max_concurrent` run in total and at most `max_per_priority[p]` at
 ///   priority p (0: no cap). A running run is never preempted.
@@ -69,6 +70,13 @@ public:
   /// that exact key, else queues a new run (FIFO sequence number), else
   /// `queue_full` when `max_queued` queued runs exist.
   admission admit(const std::string& room, priority prio);
+
+  /// Queues a run for (room, prio) although that key runs, parked until the
+  /// running run has finished: the scheduler's fresh run behind one whose
+  /// callers all left. Counted like any queued run, so `queue_full` past
+  /// `max_queued`; `joined_queued` when the key already has a queued run.
+  /// Admits like `admit` when the key does not run.
+  admission queue_behind_running(const std::string& room, priority prio);
 
   /// Withdraws a queued (not running) run; returns whether it was queued.
   bool withdraw(const std::string& room, priority prio);
@@ -136,6 +144,10 @@ private:
     auto cap = limits_.max_per_priority[p];
     return cap != 0 && running_[p] >= cap;
   }
+
+  /// Queues a run for a key without a queued one: runnable when its room is
+  /// idle, parked otherwise.
+  admission queue_new(const std::string& room, priority prio);
 
   /// Marks the front of `runnable_[p]` running and parks its room's other
   /// queued runs.

@@ -11,8 +11,9 @@ timeline_actor::behavior_type
 timeline_store(timeline_actor::pointer,
                std::shared_ptr<storage::database> db) {
   return {
-    // Paging writes the room's position, so both handlers wait for the
-    // database to recover from a fault before they write, like every writer.
+    // Paging reads the room's position and committing writes it; every
+    // handler waits for the database to recover from a fault first, like
+    // every writer.
     [db](page_atom, const std::string& room,
          uint32_t max_events) -> caf::result<timeline_page> {
       if (auto err = db->ready_for_writes())
@@ -23,6 +24,16 @@ timeline_store(timeline_actor::pointer,
         return std::move(page.error());
       }
       return std::move(*page);
+    },
+    [db](commit_atom, const std::string& room,
+         const page_cursor& cursor) -> caf::result<ok_atom> {
+      if (auto err = db->ready_for_writes())
+        return err;
+      if (auto err = storage::commit_page(*db, room, cursor)) {
+        db->recover_after(err);
+        return err;
+      }
+      return ok_atom::value;
     },
     [db](append_atom, const std::string& room,
          const std::vector<timeline_event>& events) -> caf::result<uint64_t> {

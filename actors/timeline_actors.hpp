@@ -22,6 +22,12 @@ class database;
 /// history through; anything that answers it can stand in (the RocksDB store
 /// below, a remote homeserver client, a scripted pager in tests).
 ///
+/// Paging is a two-step commit: `page` reads the next older batch from the
+/// room's position without moving it, and `commit` moves the position past
+/// a page once its events were delivered. A page that is never committed
+/// (its run was cancelled, it came too late, the node stopped) is loaded
+/// again by the next page of that room, also after a restart.
+///
 /// `timeline_store` is the one owner of the timeline in a database: the
 /// storage functions read and rewrite a room's head and position, which is
 /// safe only because this actor's mailbox serializes every call. It makes
@@ -35,9 +41,13 @@ class database;
 namespace coalesce {
 
 /// "Load the next older batch of room R, at most N events": answers the
-/// batch, newest first, or an error.
+/// batch, newest first, or an error. "Commit this page of room R": moves
+/// the room's position to the page's `cursor.next`, unless the position
+/// moved away from `cursor.read_at` meanwhile (a stale commit changes
+/// nothing and is answered ok).
 using pager_actor = caf::typed_actor<
-  caf::replies_to<page_atom, std::string, uint32_t>::with<timeline_page>>;
+  caf::replies_to<page_atom, std::string, uint32_t>::with<timeline_page>,
+  caf::replies_to<commit_atom, std::string, page_cursor>::with<ok_atom>>;
 
 /// A pager that also stores: append answers how many events it appended.
 using timeline_actor = pager_actor::extend<

@@ -164,6 +164,7 @@ int run_node(caf::actor_system& sys, const node_config& cfg,
                                         cfg.scheduler_max_concurrent_normal,
                                         cfg.scheduler_max_concurrent_high};
   scheduling.pager_timeout = cfg.scheduler_pager_timeout;
+  scheduling.results_memory = cfg.scheduler_results_memory;
   auto scheduler = spawn_backfill_scheduler(sys, timeline, scheduling);
   auto gateway = spawn_node_gateway(
     sys, node_services{secrets.buffer, scheduler, timeline});

@@ -123,6 +123,8 @@ std::string check_values(const node_config& cfg) {
     return "coalesce.scheduler-max-concurrent = 0 must be positive";
   if (cfg.scheduler_max_queued == 0)
     return "coalesce.scheduler-max-queued = 0 must be positive";
+  if (cfg.scheduler_results_memory == 0)
+    return "coalesce.scheduler-results-memory = 0 must be positive";
   if (cfg.scheduler_pager_timeout.count() <= 0)
     return "coalesce.scheduler-pager-timeout = "
            + caf::deep_to_string(cfg.scheduler_pager_timeout)
@@ -167,7 +169,9 @@ node_config::node_config() {
     .add(scheduler_max_concurrent_high, "scheduler-max-concurrent-high",
          "high-priority runs at once (0: no cap)")
     .add(scheduler_pager_timeout, "scheduler-pager-timeout",
-         "how long one batch may take before a run fails (e.g. 30s)");
+         "how long one batch may take before a run fails (e.g. 30s)")
+    .add(scheduler_results_memory, "scheduler-results-memory",
+         "bytes of finished backfill results kept for a later await (> 0)");
 }
 
 std::string load_node_config(node_config& cfg, int argc, char** argv) {

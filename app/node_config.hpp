@@ -47,6 +47,9 @@ struct node_config : caf::actor_system_config {
   std::size_t scheduler_max_concurrent_high = 0;
   /// How long the pager may take for one batch before a run fails.
   caf::timespan scheduler_pager_timeout = std::chrono::seconds{30};
+  /// Bytes of finished back-pagination results kept for a later await;
+  /// must be positive.
+  std::size_t scheduler_results_memory = std::size_t{64} << 20;
 
   /// The options of the `coalesce` group (and CAF's own), for checking.
   const caf::config_option_set& options() const {

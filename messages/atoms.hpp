@@ -26,5 +26,6 @@ using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;
 using await_atom = caf::atom_constant<caf::atom("await")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using detach_atom = caf::atom_constant<caf::atom("detach")>;
+using commit_atom = caf::atom_constant<caf::atom("commit")>;
 
 } // namespace coalesce

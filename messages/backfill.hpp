@@ -36,22 +36,49 @@ struct timeline_event {
   }
 };
 
+/// What one event costs the scheduler to hold: the struct and the bytes of
+/// its strings (allocator overhead left out), the unit of
+/// `scheduler-results-memory` and of the held-bytes counters.
+inline std::size_t held_bytes(const timeline_event& x) {
+  return sizeof(timeline_event) + x.event_id.size() + x.type.size()
+         + x.body.size();
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timeline_event& x) {
   return f(caf::meta::type_name("timeline_event"), x.event_id, x.type,
            x.timestamp, x.body);
 }
 
-/// One batch a pager loaded: events newest first, and whether the start of
-/// the room's timeline was reached (a last batch may still carry events).
+/// Where a page was read in its room and where the next older page starts,
+/// in the pager's own numbering (the RocksDB store: sequence numbers). A
+/// pager moves the room's position only when the page is committed, so a
+/// page nobody received is loaded again.
+struct page_cursor {
+  /// The room's position the page was read at.
+  uint64_t read_at = 0;
+  /// The position once the page is committed: past its oldest event.
+  uint64_t next = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, page_cursor& x) {
+  return f(caf::meta::type_name("page_cursor"), x.read_at, x.next);
+}
+
+/// One batch a pager loaded: events newest first, whether the start of the
+/// room's timeline was reached (a last batch may still carry events), and
+/// the cursor that commits it.
 struct timeline_page {
   std::vector<timeline_event> events;
   bool reached_start = false;
+  page_cursor cursor;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timeline_page& x) {
-  return f(caf::meta::type_name("timeline_page"), x.events, x.reached_start);
+  return f(caf::meta::type_name("timeline_page"), x.events, x.reached_start,
+           x.cursor);
 }
 
 /// When a caller has what it wants from a run.
@@ -180,12 +207,25 @@ struct scheduler_stats {
   uint64_t coalesced_joins = 0;
   /// Finished runs by stop_reason (indexed by its value).
   std::vector<uint64_t> finished{0, 0, 0, 0, 0, 0};
+  /// Bytes of loaded events held for running runs and kept results
+  /// (`held_bytes`); an event shared by many callers counts once.
+  uint64_t events_bytes_held = 0;
+  /// Awaits parked until their caller's part is done (at most one per
+  /// ticket).
+  uint64_t parked_awaits = 0;
+  /// Finished results kept for a later await, and the bytes of the events
+  /// they hold (each event once), at most `scheduler-results-memory`.
+  uint64_t results_kept = 0;
+  uint64_t results_bytes = 0;
+  /// Finished results forgotten, oldest first, to stay within the budget.
+  uint64_t results_forgotten = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
   return f(caf::meta::type_name("scheduler_stats"), x.queued, x.running,
-           x.coalesced_joins, x.finished);
+           x.coalesced_joins, x.finished, x.events_bytes_held, x.parked_awaits,
+           x.results_kept, x.results_bytes, x.results_forgotten);
 }
 
 } // namespace coalesce

@@ -26,6 +26,8 @@ std::string to_string(errc x) {
       return "unknown_ticket";
     case errc::shut_down:
       return "shut_down";
+    case errc::await_replaced:
+      return "await_replaced";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }
@@ -54,6 +56,8 @@ std::string describe(errc x) {
       return "unknown ticket";
     case errc::shut_down:
       return "the service is shut down";
+    case errc::await_replaced:
+      return "a later await for the same ticket replaced this one";
   }
   return to_string(x);
 }

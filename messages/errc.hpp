@@ -38,6 +38,9 @@ enum class errc : uint8_t {
   unknown_ticket = 10,
   /// The service was shut down and takes no new requests.
   shut_down = 11,
+  /// A later await for the same ticket replaced this one: a ticket has one
+  /// parked await, the newest (an await is re-sent after it timed out).
+  await_replaced = 12,
 };
 
 /// The category atom of coalesce's errors.

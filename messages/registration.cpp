@@ -20,6 +20,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<secret_buffer_stats>("coalesce.secret_buffer_stats");
   cfg.add_message_type<node_stats>("coalesce.node_stats");
   cfg.add_message_type<timeline_event>("coalesce.timeline_event");
+  cfg.add_message_type<page_cursor>("coalesce.page_cursor");
   cfg.add_message_type<timeline_page>("coalesce.timeline_page");
   cfg.add_message_type<stop_condition>("coalesce.stop_condition");
   cfg.add_message_type<backfill_request>("coalesce.backfill_request");

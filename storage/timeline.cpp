@@ -148,9 +148,9 @@ page_backwards(database& db, const std::string& room, uint32_t max_events) {
     position = head->value_or(0);
   }
   timeline_page page;
+  page.cursor = page_cursor{position, position};
   if (position == 0) {
-    // Nothing older: an exhausted room, or one without events. Neither moves
-    // the position, so nothing is written.
+    // Nothing older: an exhausted room, or one without events.
     page.reached_start = true;
     return page;
   }
@@ -175,16 +175,34 @@ page_backwards(database& db, const std::string& room, uint32_t max_events) {
   page.reached_start = !it->Valid();
   if (auto err = to_error(it->status(), "reading the timeline"))
     return err;
-  if (page.events.empty())
-    return page; // The position is where it was: nothing to persist.
+  page.cursor.next = oldest;
+  return page;
+}
+
+caf::error commit_page(database& db, const std::string& room,
+                       const page_cursor& cursor) {
+  auto& state = db.internals();
+  database_use in_use{state.mutex};
+  if (auto err = check_request(state, room))
+    return err;
+  if (cursor.next > cursor.read_at)
+    return make_error(errc::invalid_request,
+                      "a page cursor cannot move the position forwards");
+  if (cursor.next == cursor.read_at)
+    return caf::none;
+  auto position_key = encode_position_key(room);
+  auto stored = read_counter(state, position_key, "the timeline position",
+                             room);
+  if (!stored)
+    return std::move(stored.error());
+  if (*stored && **stored != cursor.read_at)
+    return caf::none; // Stale: the page was committed already, or reset.
   rocksdb::WriteBatch batch;
   auto status = batch.Put(state.timeline, position_key,
-                          encode_counter(oldest));
+                          encode_counter(cursor.next));
   if (!status.ok())
     return to_error(status, "building the timeline batch");
-  if (auto err = write_batch(state, batch, "moving the timeline position"))
-    return err;
-  return page;
+  return write_batch(state, batch, "moving the timeline position");
 }
 
 caf::expected<uint64_t> count_events(database& db, const std::string& room) {

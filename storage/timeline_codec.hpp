@@ -17,7 +17,7 @@
 ///   room's events are one contiguous, ordered key range.
 /// - 'h': the room's head, the sequence number the next event gets.
 /// - 'p': the room's back-pagination position, the sequence number of the
-///   oldest event paging has returned; older events come next.
+///   oldest event a committed page returned; older events come next.
 ///
 /// Event value: a format byte (1); event_id, type as a 4-byte big-endian
 /// length and the bytes each; the timestamp as an 8-byte little-endian

@@ -311,3 +311,33 @@ CAF_TEST(a high run starts at once behind ten thousand capped low runs) {
   q.finish("room0", priority::low);
   CAF_CHECK_EQUAL(names(q.start_runnable()), (strings{"room1/low"}));
 }
+
+/// The scheduler's fresh run behind a cancelled running run of the same key:
+/// parked while that one runs, counted as queued, bounded by max_queued.
+CAF_TEST(a run queued behind its running key counts and starts after it) {
+  run_limits limits;
+  limits.max_concurrent = 2;
+  limits.max_queued = 1;
+  run_queue q{limits};
+  q.admit("a", priority::normal);
+  CAF_CHECK_EQUAL(names(q.start_runnable()), (strings{"a/normal"}));
+  CAF_CHECK(q.queue_behind_running("a", priority::normal)
+            == admission::queued);
+  CAF_CHECK_EQUAL(q.queued_count(priority::normal), 1u);
+  CAF_CHECK(q.queued("a", priority::normal));
+  // A request for the key now joins the queued run, not the running one.
+  CAF_CHECK(q.admit("a", priority::normal) == admission::joined_queued);
+  CAF_CHECK(q.queue_behind_running("a", priority::normal)
+            == admission::joined_queued);
+  // It holds the only place in the queue.
+  CAF_CHECK(q.admit("b", priority::normal) == admission::queue_full);
+  // Parked: a free slot does not start it while its key runs.
+  CAF_CHECK(q.start_runnable().empty());
+  q.finish("a", priority::normal);
+  CAF_CHECK_EQUAL(names(q.start_runnable()), (strings{"a/normal"}));
+  CAF_CHECK_EQUAL(q.queued_count(), 0u);
+  CAF_CHECK(q.queue_behind_running("a", priority::normal)
+            == admission::queued);
+  CAF_CHECK(q.queue_behind_running("c", priority::normal)
+            == admission::queue_full);
+}

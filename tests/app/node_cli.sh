@@ -267,6 +267,8 @@ scheduler-max-concurrent-low|"none"
 scheduler-max-concurrent-normal|-2
 scheduler-max-concurrent-high|1.5
 scheduler-pager-timeout|30
+scheduler-results-memory|"big"
+scheduler-results-memory|0
 secrets-retry-base|10
 secrets-retry-max|10s
 EOF_SETTINGS
@@ -292,6 +294,8 @@ scheduler-max-concurrent-low|-1
 scheduler-max-concurrent-normal|x
 scheduler-max-concurrent-high|1.5
 scheduler-pager-timeout|soon
+scheduler-results-memory|-1
+scheduler-results-memory|0
 secrets-retry-base|fast
 secrets-retry-max|6s
 EOF_SETTINGS

@@ -80,11 +80,21 @@ struct timeline_fixture {
       CAF_FAIL("append failed: " << to_string(err));
   }
 
-  timeline_page page(const std::string& room, uint32_t max_events) {
+  /// Reads the next page without committing it.
+  timeline_page peek(const std::string& room, uint32_t max_events) {
     auto result = page_backwards(*db, room, max_events);
     if (!result)
       CAF_FAIL("page failed: " << to_string(result.error()));
     return std::move(*result);
+  }
+
+  /// Reads the next page and commits it, as the scheduler does once the
+  /// page was delivered.
+  timeline_page page(const std::string& room, uint32_t max_events) {
+    auto result = peek(room, max_events);
+    if (auto err = commit_page(*db, room, result.cursor))
+      CAF_FAIL("commit failed: " << to_string(err));
+    return result;
   }
 
   uint64_t count(const std::string& room) {
@@ -194,6 +204,49 @@ CAF_TEST(rooms are independent) {
   CAF_CHECK(!b.reached_start);
   CAF_REQUIRE(!reset_position(*db, "!a"));
   CAF_CHECK_EQUAL(ids_of(page("!ab", 2)), (ids{"b1"}));
+}
+
+/// The two-step commit: a page moves the position only once committed, so a
+/// page that was read but never delivered is read again, across a reopen
+/// too.
+CAF_TEST(a page that is not committed is read again) {
+  append("!r", {"e1", "e2", "e3", "e4", "e5"});
+  auto read = peek("!r", 2);
+  CAF_CHECK_EQUAL(ids_of(read), (ids{"e5", "e4"}));
+  CAF_CHECK_EQUAL(read.cursor.read_at, 5u);
+  CAF_CHECK_EQUAL(read.cursor.next, 3u);
+  CAF_CHECK_EQUAL(ids_of(peek("!r", 2)), (ids{"e5", "e4"}));
+  reopen();
+  CAF_CHECK_EQUAL(ids_of(page("!r", 2)), (ids{"e5", "e4"}));
+  auto uncommitted = peek("!r", 2);
+  CAF_CHECK_EQUAL(ids_of(uncommitted), (ids{"e3", "e2"}));
+  reopen();
+  auto again = page("!r", 2);
+  CAF_CHECK_EQUAL(ids_of(again), (ids{"e3", "e2"}));
+  CAF_CHECK_EQUAL(ids_of(page("!r", 2)), (ids{"e1"}));
+}
+
+/// A commit applies only at the position its page was read at: a repeated
+/// or late commit of an older page cannot move the position again.
+CAF_TEST(a stale commit changes nothing) {
+  append("!r", {"e1", "e2", "e3", "e4", "e5"});
+  auto first = peek("!r", 2);
+  CAF_REQUIRE(!commit_page(*db, "!r", first.cursor));
+  auto second = peek("!r", 2);
+  CAF_CHECK_EQUAL(ids_of(second), (ids{"e3", "e2"}));
+  // The same page committed twice: the position stays past e4.
+  CAF_CHECK(!commit_page(*db, "!r", first.cursor));
+  CAF_CHECK_EQUAL(ids_of(peek("!r", 2)), (ids{"e3", "e2"}));
+  CAF_REQUIRE(!commit_page(*db, "!r", second.cursor));
+  // A late commit of the first page does not move it back to e3.
+  CAF_CHECK(!commit_page(*db, "!r", first.cursor));
+  CAF_CHECK_EQUAL(ids_of(peek("!r", 2)), (ids{"e1"}));
+  // A cursor moving the position forwards is malformed.
+  CAF_CHECK_EQUAL(code_of(commit_page(*db, "!r", page_cursor{1, 4})),
+                  invalid_request_code);
+  CAF_CHECK_EQUAL(code_of(commit_page(*db, "", first.cursor)),
+                  invalid_request_code);
+  CAF_CHECK_EQUAL(ids_of(peek("!r", 2)), (ids{"e1"}));
 }
 
 /// Like Matrix history: newer events arrive by sync, not back-pagination.
@@ -338,11 +391,23 @@ CAF_TEST(the timeline store appends and pages through its interface) {
                  [&](caf::error& err) { CAF_FAIL(sys.render(err)); });
   CAF_CHECK_EQUAL(ids_of(first), (ids{"e3", "e2"}));
   CAF_CHECK(!first.reached_start);
+  // Not committed yet: the same page again.
+  auto repeated = ask<timeline_page>(page_atom::value, std::string{"!r"},
+                                     uint32_t{2});
+  CAF_REQUIRE(repeated);
+  CAF_CHECK_EQUAL(ids_of(*repeated), (ids{"e3", "e2"}));
+  auto committed = ask<ok_atom>(commit_atom::value, std::string{"!r"},
+                                first.cursor);
+  CAF_CHECK(committed.engaged());
   auto last = ask<timeline_page>(page_atom::value, std::string{"!r"},
                                  uint32_t{2});
   CAF_REQUIRE(last);
   CAF_CHECK_EQUAL(ids_of(*last), (ids{"e1"}));
   CAF_CHECK(last->reached_start);
+  auto forwards = ask<ok_atom>(commit_atom::value, std::string{"!r"},
+                               page_cursor{0, 3});
+  CAF_REQUIRE(!forwards);
+  CAF_CHECK_EQUAL(code_of(forwards.error()), invalid_request_code);
   auto refused = ask<timeline_page>(page_atom::value, std::string{"!r"},
                                     uint32_t{0});
   CAF_REQUIRE(!refused);
