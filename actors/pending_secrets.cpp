@@ -79,6 +79,7 @@ std::vector<producer_release> pending_secrets::finish_batch() {
 }
 
 std::vector<producer_release> pending_secrets::release_written() {
+  durable_below_.reset();
   std::size_t removed = 0;
   for (auto [entry, version] : written_) {
     if (entry->second.version == version) {
@@ -133,14 +134,17 @@ pending_secrets::find(const secret_key& key) const {
   return result;
 }
 
-bool pending_secrets::durable_through(uint64_t sequence) const {
+uint64_t pending_secrets::durable_below() const {
+  if (durable_below_)
+    return *durable_below_;
+  auto lowest = next_sequence_;
   for (const auto& [key, entry] : pending_)
-    if (entry.oldest <= sequence)
-      return false;
+    lowest = std::min(lowest, entry.oldest);
   for (const auto& w : waiters_)
-    if (!w.held.empty() && w.held.front().sequence <= sequence)
-      return false;
-  return true;
+    if (!w.held.empty())
+      lowest = std::min(lowest, w.held.front().sequence);
+  durable_below_ = lowest;
+  return lowest;
 }
 
 uint64_t pending_secrets::version_of(const secret_key& key) const {

@@ -92,7 +92,16 @@ public:
   std::optional<secret_write> find(const secret_key& key) const;
 
   /// True when every capture numbered up to `sequence` was written.
-  bool durable_through(uint64_t sequence) const;
+  bool durable_through(uint64_t sequence) const {
+    return sequence < durable_below();
+  }
+
+  /// Every capture numbered below this was written. One pass over the
+  /// pending and held captures after each batch's clean-up, then cached:
+  /// only `release_written` raises it, because a new capture is numbered
+  /// above every earlier one and an admitted capture keeps its number. So
+  /// any number of durability waiters are checked in one pass, not one each.
+  uint64_t durable_below() const;
 
   /// The number of the newest capture so far (0 before the first).
   uint64_t last_sequence() const {
@@ -187,6 +196,8 @@ private:
   /// Each entry the batch in flight carries, with the version it carries.
   std::vector<std::pair<entry_ref, uint64_t>> in_flight_;
   bool writing_ = false;
+  /// `durable_below`, once computed since the last clean-up.
+  mutable std::optional<uint64_t> durable_below_;
 };
 
 } // namespace coalesce

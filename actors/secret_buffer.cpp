@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 #include "actors/pending_secrets.hpp"
 #include "messages/errc.hpp"
 #include "storage/secret_merge.hpp"
+#include "storage/secret_store.hpp"
 
 namespace coalesce {
 
@@ -24,21 +26,14 @@ using lookups_promise
   = caf::typed_response_promise<std::vector<secret_lookup>>;
 using steady_clock = std::chrono::steady_clock;
 
+/// Storage's own check, so both refuse with the same words; the buffer adds
+/// which entry of the request it was.
 caf::error check_entry(const secret_entry& entry, std::size_t index) {
-  auto fail = [&](const std::string& what) {
-    return make_error(errc::invalid_secret_entry,
-                      what + " (entry " + std::to_string(index) + ")");
-  };
-  if (entry.chat.empty())
-    return fail("the chat is empty");
-  if (entry.sender.empty())
-    return fail("the sender is empty");
-  if (entry.msg_id.empty())
-    return fail("the msg_id is empty");
-  if (entry.secret.size() != secret_size)
-    return fail("the secret must be " + std::to_string(secret_size)
-                + " bytes, got " + std::to_string(entry.secret.size()));
-  return caf::none;
+  auto what = storage::invalid_secret_entry(entry);
+  if (what.empty())
+    return caf::none;
+  return make_error(errc::invalid_secret_entry,
+                    what + " (entry " + std::to_string(index) + ")");
 }
 
 /// The answer a read after the next flush would give: the stored row with
@@ -97,7 +92,7 @@ struct secret_buffer_state {
                               "the secret buffer stopped");
     for (auto& [ticket, producer] : producers)
       producer.promise.deliver(stopped);
-    for (auto& waiter : durability_waiters)
+    for (auto& [sequence, waiter] : durability_waiters)
       waiter.promise.deliver(stopped);
     for (auto& waiter : syncing)
       waiter.promise.deliver(stopped);
@@ -119,11 +114,15 @@ struct secret_buffer_state {
   /// call, so each producer is monitored once.
   std::unordered_set<caf::actor_addr> monitored;
 
-  /// Flushes and post-seal queues whose entries are not durable yet.
-  std::vector<durability_waiter> durability_waiters;
+  /// Flushes and post-seal queues whose entries are not durable yet, by the
+  /// sequence they wait for, so a check takes the durable ones as a prefix.
+  std::multimap<uint64_t, durability_waiter> durability_waiters;
   /// Waiters whose entries are written, waiting for the WAL sync in flight.
   std::vector<durability_waiter> syncing;
   bool sync_in_flight = false;
+  /// A failed WAL sync waits for its own retry timer; batches go on.
+  bool sync_retry_scheduled = false;
+  caf::timespan sync_retry_delay{0};
 
   /// Lookups waiting for the reader, answered on stop if still open.
   std::unordered_map<uint64_t, lookup_promise> single_lookups;
@@ -168,25 +167,54 @@ void answer_producer(buffer_pointer self, ok_promise& promise,
     promise.deliver(ok_atom::value);
     return;
   }
-  st.durability_waiters.push_back({last_sequence, std::move(promise), 0});
+  st.durability_waiters.emplace(
+    last_sequence,
+    secret_buffer_state::durability_waiter{last_sequence, std::move(promise),
+                                           0});
   check_durability(self);
+}
+
+/// The delay before the next retry: `base` first, then doubling up to `max`.
+caf::timespan next_retry_delay(caf::timespan delay, caf::timespan base,
+                               caf::timespan max) {
+  return delay.count() == 0 ? base : std::min(delay * 2, max);
+}
+
+void on_sync_failed(buffer_pointer self, const caf::error& err) {
+  auto& st = self->state;
+  st.sync_in_flight = false;
+  st.sync_retry_delay = next_retry_delay(
+    st.sync_retry_delay, st.options.retry_base, st.options.retry_max);
+  spdlog::warn("secret buffer: WAL sync failed, {} flush(es) wait for a retry "
+               "in {} ms: {}",
+               st.syncing.size(),
+               std::chrono::duration_cast<std::chrono::milliseconds>(
+                 st.sync_retry_delay)
+                 .count(),
+               self->system().render(err));
+  for (auto& waiter : st.syncing) {
+    auto sequence = waiter.sequence;
+    st.durability_waiters.emplace(sequence, std::move(waiter));
+  }
+  st.syncing.clear();
+  // Its own timer, not the drain's: the next batch must not wait for it.
+  st.sync_retry_scheduled = true;
+  self->delayed_send(self, st.sync_retry_delay, sync_atom::value);
 }
 
 /// Starts a WAL sync for the waiters whose captures are all written.
 void check_durability(buffer_pointer self) {
   auto& st = self->state;
-  if (st.sync_in_flight || st.durability_waiters.empty())
+  if (st.sync_in_flight || st.sync_retry_scheduled
+      || st.durability_waiters.empty())
     return;
-  auto done = std::stable_partition(
-    st.durability_waiters.begin(), st.durability_waiters.end(),
-    [&](const secret_buffer_state::durability_waiter& w) {
-      return !st.pending.durable_through(w.sequence);
-    });
-  if (done == st.durability_waiters.end())
+  auto& waiters = st.durability_waiters;
+  auto durable = waiters.lower_bound(st.pending.durable_below());
+  if (durable == waiters.begin())
     return;
-  std::move(done, st.durability_waiters.end(),
-            std::back_inserter(st.syncing));
-  st.durability_waiters.erase(done, st.durability_waiters.end());
+  for (auto i = waiters.begin(); i != durable; ++i)
+    st.syncing.push_back(std::move(i->second));
+  waiters.erase(waiters.begin(), durable);
   st.sync_in_flight = true;
   self
     ->request<caf::message_priority::high>(st.drain, caf::infinite,
@@ -195,23 +223,13 @@ void check_durability(buffer_pointer self) {
       [self](ok_atom) {
         auto& st = self->state;
         st.sync_in_flight = false;
+        st.sync_retry_delay = caf::timespan{0};
         for (auto& waiter : st.syncing)
           waiter.promise.deliver(ok_atom::value);
         st.syncing.clear();
         check_durability(self);
       },
-      [self](caf::error& err) {
-        auto& st = self->state;
-        st.sync_in_flight = false;
-        spdlog::warn("secret buffer: WAL sync failed, {} flush(es) wait for "
-                     "a retry: {}",
-                     st.syncing.size(), self->system().render(err));
-        std::move(st.syncing.begin(), st.syncing.end(),
-                  std::back_inserter(st.durability_waiters));
-        st.syncing.clear();
-        st.drain_scheduled = true;
-        self->delayed_send(self, st.options.retry_base, drain_atom::value);
-      });
+      [self](caf::error& err) { on_sync_failed(self, err); });
 }
 
 void write_batch(buffer_pointer self) {
@@ -277,10 +295,8 @@ void write_batch(buffer_pointer self) {
           st.failing_since = steady_clock::now();
           st.streak_start_retries = st.stats.retries;
         }
-        st.retry_delay = st.retry_delay.count() == 0
-                           ? st.options.retry_base
-                           : std::min(st.retry_delay * 2,
-                                      st.options.retry_max);
+        st.retry_delay = next_retry_delay(
+          st.retry_delay, st.options.retry_base, st.options.retry_max);
         // The first failure of a streak is worth an operator's attention;
         // the retries that follow it are not.
         spdlog::log(st.stats.retries == st.streak_start_retries
@@ -328,6 +344,41 @@ caf::result<ok_atom> queue_entries(buffer_pointer self,
   st.producers.emplace(ticket, secret_buffer_state::waiting_producer{
                                  std::move(promise), source});
   return st.producers.at(ticket).promise;
+}
+
+void add_durability_waiter(buffer_pointer self, ok_promise& promise,
+                           uint64_t deadline_id) {
+  auto& st = self->state;
+  auto sequence = st.pending.last_sequence();
+  st.durability_waiters.emplace(
+    sequence, secret_buffer_state::durability_waiter{sequence, promise,
+                                                     deadline_id});
+}
+
+/// Answers flush `id` with an error if it still waits.
+void on_flush_deadline(buffer_pointer self, uint64_t id) {
+  auto& st = self->state;
+  auto expire = [&](secret_buffer_state::durability_waiter& w) {
+    auto reason = st.failing ? "writes are failing: " + st.stats.last_error
+                             : std::string{"the write is still in flight"};
+    w.promise.deliver(make_error(errc::storage_failed,
+                                 "not durable by the flush's deadline; the "
+                                 "entries stay pending and are retried; "
+                                   + reason));
+  };
+  auto& waiting = st.durability_waiters;
+  for (auto i = waiting.begin(); i != waiting.end(); ++i)
+    if (i->second.deadline_id == id) {
+      expire(i->second);
+      waiting.erase(i);
+      return;
+    }
+  for (auto i = st.syncing.begin(); i != st.syncing.end(); ++i)
+    if (i->deadline_id == id) {
+      expire(*i);
+      st.syncing.erase(i);
+      return;
+    }
 }
 
 /// A waiting producer died: its held entries must not be lost with it.
@@ -448,9 +499,8 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       return promise;
     },
     [self](flush_atom) -> caf::result<ok_atom> {
-      auto& st = self->state;
       auto promise = self->make_response_promise<ok_atom>();
-      st.durability_waiters.push_back({st.pending.last_sequence(), promise, 0});
+      add_durability_waiter(self, promise, 0);
       schedule_drain(self);
       check_durability(self);
       return promise;
@@ -490,28 +540,16 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       auto& st = self->state;
       auto promise = self->make_response_promise<ok_atom>();
       auto id = st.next_deadline_id++;
-      st.durability_waiters.push_back({st.pending.last_sequence(), promise, id});
+      add_durability_waiter(self, promise, id);
       self->delayed_send(self, deadline, caf::timeout_atom::value, id);
       schedule_drain(self);
       check_durability(self);
       return promise;
     },
-    [self](caf::timeout_atom, uint64_t id) {
-      auto& st = self->state;
-      for (auto* waiters : {&st.durability_waiters, &st.syncing}) {
-        auto i = std::find_if(waiters->begin(), waiters->end(),
-                              [id](const auto& w) { return w.deadline_id == id; });
-        if (i == waiters->end())
-          continue;
-        auto reason = st.failing ? "writes are failing: " + st.stats.last_error
-                                 : std::string{"the write is still in flight"};
-        i->promise.deliver(make_error(
-          errc::storage_failed, "not durable by the flush's deadline; the "
-                                "entries stay pending and are retried; "
-                                  + reason));
-        waiters->erase(i);
-        return;
-      }
+    [self](caf::timeout_atom, uint64_t id) { on_flush_deadline(self, id); },
+    [self](sync_atom) {
+      self->state.sync_retry_scheduled = false;
+      check_durability(self);
     },
   };
 }

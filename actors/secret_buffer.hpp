@@ -42,10 +42,12 @@
 ///   producers back-pressure at the high-water mark as usual.
 /// - `flush` is answered once everything queued before it is durable (the
 ///   flush ends with a WAL sync, whatever the durability mode). After `seal`,
-///   every `queue` is answered only once its entries are durable.
+///   every `queue` is answered only once its entries are durable. A failed
+///   WAL sync is retried on its own timer; batches go on meanwhile.
 /// - Invalid entries (an empty chat, sender or msg_id, or a secret that is
-///   not 32 bytes) are answered with `errc::invalid_secret_entry`; nothing of
-///   that request is stored.
+///   not 32 bytes, shorter or longer) are answered with
+///   `errc::invalid_secret_entry` in storage's words; nothing of that
+///   request is stored.
 /// - When the buffer stops, every request still parked is answered with
 ///   `errc::service_stopped`.
 ///
@@ -73,7 +75,10 @@ using secret_buffer_actor = caf::typed_actor<
   /// Writes what is pending now (also the buffer's own wake-up and retry).
   caf::reacts_to<drain_atom>,
   /// The buffer's own reminder that the deadline of flush N has passed.
-  caf::reacts_to<caf::timeout_atom, uint64_t>>;
+  caf::reacts_to<caf::timeout_atom, uint64_t>,
+  /// The buffer's own reminder to retry a failed WAL sync. It has a timer of
+  /// its own so that batches keep going out meanwhile.
+  caf::reacts_to<sync_atom>>;
 
 struct secret_buffer_options {
   /// Distinct pending keys before producers wait. A live stream drains long

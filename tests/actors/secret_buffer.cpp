@@ -3,11 +3,13 @@
 
 #include "actors/secret_buffer.hpp"
 
+#include <chrono>
 #include <memory>
 
 #include "actors/secret_store_actors.hpp"
 #include "messages/errc.hpp"
 #include "storage/database.hpp"
+#include "storage/fault_injection.hpp"
 #include "storage/secret_merge.hpp"
 #include "storage/secret_store.hpp"
 
@@ -53,8 +55,13 @@ failing_disk_drain(secret_drain_actor::stateful_pointer<failing_disk_state> self
 /// A buffer over a real RocksDB in a fresh directory. The drain worker and
 /// reader are scheduled actors here (production detaches them), so the test
 /// coordinator decides when a batch reaches the disk.
+///
+/// RocksDB writes through the fault seam with every switch off, so a test can
+/// count WAL syncs or fail one.
 struct buffer_fixture : test_coordinator_fixture<test_config> {
   temp_dir dir;
+  std::shared_ptr<storage::fault_switches> faults
+    = std::make_shared<storage::fault_switches>();
   std::shared_ptr<storage::database> db;
   secret_drain_actor real_drain;
   secret_drain_actor drain;
@@ -62,8 +69,20 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
   secret_buffer_actor buf;
 
   buffer_fixture() {
-    auto opened = storage::database::open({dir.sub("db"),
-                                           storage::durability::synced});
+    open(storage::durability::synced);
+  }
+
+  /// (Re)opens the database with `mode` and spawns fresh workers over it;
+  /// before `start`.
+  void open(storage::durability mode) {
+    if (db) {
+      anon_send_exit(real_drain, exit_reason::kill);
+      anon_send_exit(reader, exit_reason::kill);
+      sched.run();
+      CAF_REQUIRE(!db->close());
+    }
+    auto opened = storage::database::open(
+      {dir.sub("db"), mode, storage::make_fault_injecting_file_system(faults)});
     CAF_REQUIRE(opened.engaged());
     db = std::move(*opened);
     real_drain = sys.spawn(secret_drain_worker, db);
@@ -83,6 +102,10 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
   void start(std::size_t pending_limit = 4096) {
     secret_buffer_options options;
     options.pending_limit = pending_limit;
+    start(options);
+  }
+
+  void start(const secret_buffer_options& options) {
     buf = spawn_secret_buffer(sys, drain, reader, options);
     sched.run();
   }
@@ -541,6 +564,59 @@ CAF_TEST(a producer dying before the seal is swept by the terminal flush) {
   CAF_CHECK(stored_as("M1", 0x11));
 }
 
+/// With durability `buffered` a batch write does not sync the WAL, so only
+/// the end of a flush, of a queue after seal, and of the terminal flush (a
+/// flush after seal) can: each must be seen to sync it through the seam.
+CAF_TEST(flush sealed queue and terminal flush each end with a wal sync) {
+  open(storage::durability::buffered);
+  start();
+  auto syncs = [&] { return faults->wal_syncs.load(); };
+  auto before = syncs();
+  queue({make_entry("A", 1)});
+  CAF_CHECK(stored_as("A", 1));
+  CAF_CHECK_EQUAL(syncs(), before); // A buffered write alone does not sync.
+  before = syncs();
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  CAF_CHECK_GREATER(syncs(), before);
+  CAF_CHECK(ask<ok_atom>(seal_atom::value) == ok_atom::value);
+  before = syncs();
+  queue({make_entry("B", 2)});
+  CAF_CHECK(stored_as("B", 2));
+  CAF_CHECK_GREATER(syncs(), before);
+  before = syncs();
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  CAF_CHECK_GREATER(syncs(), before);
+}
+
+/// After seal every queue waits for durability. Checking the waiters must
+/// cost one pass per check, not one pass per waiter: many refreshes of one
+/// key queued after seal, all waiting at once, took quadratic time. Timed
+/// as a ratio of two sizes on one machine: 8 times the waiters may take
+/// about 8 times as long, not 64 times.
+CAF_TEST(durability checks after seal stay linear in the waiters) {
+  start();
+  CAF_CHECK(ask<ok_atom>(seal_atom::value) == ok_atom::value);
+  auto answer_sealed_queues = [&](int waiters) {
+    auto began = std::chrono::steady_clock::now();
+    for (int i = 0; i < waiters; ++i)
+      self->request(buf, infinite, queue_atom::value,
+                    make_entry("HOT", static_cast<uint8_t>(i)));
+    sched.run();
+    std::chrono::duration<double> took = std::chrono::steady_clock::now()
+                                         - began;
+    for (int i = 0; i < waiters; ++i)
+      CAF_REQUIRE(receive_from<ok_atom>(self) == ok_atom::value);
+    CAF_MESSAGE(waiters << " sealed queues answered in " << took.count()
+                        << " s");
+    return took.count();
+  };
+  answer_sealed_queues(2'000); // Warms the allocator and RocksDB up.
+  auto small = answer_sealed_queues(25'000);
+  auto large = answer_sealed_queues(200'000);
+  CAF_CHECK_LESS(large / small, 24.0);
+  CAF_CHECK(stored_as("HOT", static_cast<uint8_t>(200'000 - 1)));
+}
+
 /// A flush also covers entries held by a producer still waiting for room.
 CAF_TEST(a flush waits for entries held by waiting producers) {
   start(1);
@@ -586,6 +662,32 @@ CAF_TEST(a failed batch stays pending and is retried until written) {
   CAF_CHECK_EQUAL(st.batches_written, 1u);
 }
 
+/// A failed WAL sync is retried on its own timer: the next batch does not
+/// wait for it (the seed's buffer held every write back by the retry base).
+CAF_TEST(a failed wal sync does not hold back the next batch) {
+  secret_buffer_options options;
+  options.retry_base = 10s;
+  options.retry_max = 10s;
+  start(options);
+  queue({make_entry("A", 1)});
+  self->request(buf, infinite, flush_atom::value);
+  run_buffer(); // The sync request is at the drain worker.
+  faults->wal_sync = true;
+  sched.run(); // Runs messages only: no timer fires.
+  CAF_CHECK_GREATER(faults->injected.load(), 0);
+  CAF_CHECK(self->mailbox().empty()); // The flush waits for a retry.
+  faults->clear();
+  self->request(buf, infinite, queue_atom::value, make_entry("B", 2));
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(stored_as("B", 2));
+  CAF_CHECK(self->mailbox().empty());
+  // The sync is retried after the retry base and the flush answered.
+  sched.advance_time(10s);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+}
+
 CAF_TEST(bad input is answered with an error and nothing is stored) {
   start();
   auto empty_chat = make_entry("M1", 1);
@@ -595,7 +697,10 @@ CAF_TEST(bad input is answered with an error and nothing is stored) {
   auto empty_id = make_entry("", 1);
   auto short_secret = make_entry("M1", 1);
   short_secret.secret.resize(3);
-  for (const auto& bad : {empty_chat, empty_sender, empty_id, short_secret}) {
+  auto long_secret = make_entry("M1", 1);
+  long_secret.secret.resize(33, 1);
+  for (const auto& bad :
+       {empty_chat, empty_sender, empty_id, short_secret, long_secret}) {
     self->request(buf, infinite, queue_atom::value,
                   entries{make_entry("GOOD", 9), bad});
     sched.run();
@@ -604,6 +709,17 @@ CAF_TEST(bad input is answered with an error and nothing is stored) {
     CAF_CHECK_EQUAL(err.code(),
                     static_cast<uint8_t>(errc::invalid_secret_entry));
     CAF_MESSAGE("rejected: " << sys.render(err));
+  }
+  // A longer secret is refused exactly like a shorter one, naming the entry.
+  for (std::size_t size : {std::size_t{3}, std::size_t{33}}) {
+    auto bad = make_entry("M1", 1);
+    bad.secret.resize(size, 1);
+    self->request(buf, infinite, queue_atom::value,
+                  entries{make_entry("GOOD", 9), bad});
+    sched.run();
+    CAF_CHECK_EQUAL(sys.render(receive_error(self)),
+                    "invalid secret entry: the secret must be 32 bytes, got "
+                      + std::to_string(size) + " (entry 1)");
   }
   auto st = stats();
   CAF_CHECK_EQUAL(st.pending, 0u);
