@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -100,12 +101,22 @@ struct secret_buffer_state {
       promise.deliver(stopped);
     for (auto& [id, promise] : many_lookups)
       promise.deliver(stopped);
+    if (drain_replaced)
+      caf::anon_send_exit(drain, caf::exit_reason::user_shutdown);
+    if (reader_replaced)
+      caf::anon_send_exit(reader, caf::exit_reason::user_shutdown);
   }
 
   pending_secrets pending;
   secret_drain_actor drain;
   secret_reader_actor reader;
   secret_buffer_options options;
+  secret_worker_factory replace;
+  /// Whether the worker is a replacement this buffer spawned (and stops).
+  bool drain_replaced = false;
+  bool reader_replaced = false;
+  /// Reads whose reader died before answering, sent again to its successor.
+  std::vector<std::function<void()>> reads_awaiting_reader;
 
   /// Producers waiting for capacity, by ticket.
   std::unordered_map<producer_ticket, waiting_producer> producers;
@@ -381,6 +392,64 @@ void on_flush_deadline(buffer_pointer self, uint64_t id) {
     }
 }
 
+/// Reads `keys` through the reader. A read whose reader died before
+/// answering goes to the successor instead of answering the bounce: up to
+/// three times, so a read that kills every reader still gets an answer.
+template <class OnRows, class OnError>
+void read_stored(buffer_pointer self, std::vector<secret_key> keys,
+                 OnRows on_rows, OnError on_error, int attempts = 3) {
+  auto reader = self->state.reader;
+  self->request(reader, caf::infinite, read_atom::value, keys)
+    .then(on_rows, [self, reader, keys, on_rows, on_error,
+                    attempts](caf::error& err) mutable {
+      if (err != caf::sec::request_receiver_down || attempts == 1) {
+        on_error(err);
+        return;
+      }
+      auto again = [self, keys, on_rows, on_error, attempts] {
+        read_stored(self, keys, on_rows, on_error, attempts - 1);
+      };
+      auto& st = self->state;
+      if (st.reader != reader)
+        again(); // Already replaced.
+      else
+        st.reads_awaiting_reader.emplace_back(std::move(again));
+    });
+}
+
+/// A worker died: without a successor, every write or read would bounce
+/// and be retried forever.
+void on_worker_down(buffer_pointer self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  bool is_drain = msg.source == st.drain.address();
+  const char* which = is_drain ? "drain worker" : "reader";
+  auto reason = self->system().render(msg.reason);
+  if (is_drain ? !st.replace.drain : !st.replace.reader) {
+    spdlog::error("secret buffer: the {} died ({}) and cannot be replaced; "
+                  "the buffer stops",
+                  which, reason);
+    self->quit(msg.reason);
+    return;
+  }
+  if (is_drain) {
+    st.drain = st.replace.drain(self->system());
+    st.drain_replaced = true;
+    self->monitor(st.drain);
+  } else {
+    st.reader = st.replace.reader(self->system());
+    st.reader_replaced = true;
+    self->monitor(st.reader);
+  }
+  spdlog::error("secret buffer: the {} died ({}); replaced it, what it was "
+                "doing is retried",
+                which, reason);
+  if (!is_drain)
+    for (auto& read : std::exchange(st.reads_awaiting_reader, {}))
+      read();
+  // The write or sync in flight bounces and comes back as a failure, which
+  // retries it on the successor.
+}
+
 /// A waiting producer died: its held entries must not be lost with it.
 void on_producer_down(buffer_pointer self, const caf::down_msg& msg) {
   auto& st = self->state;
@@ -407,14 +476,22 @@ void on_producer_down(buffer_pointer self, const caf::down_msg& msg) {
 secret_buffer_actor::behavior_type
 secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
               secret_drain_actor drain, secret_reader_actor reader,
-              secret_buffer_options options) {
+              secret_buffer_options options, secret_worker_factory replace) {
   auto& st = self->state;
   st.pending = pending_secrets{options.pending_limit, options.max_batch};
   st.drain = std::move(drain);
   st.reader = std::move(reader);
   st.options = options;
-  self->set_down_handler(
-    [self](caf::down_msg& msg) { on_producer_down(self, msg); });
+  st.replace = std::move(replace);
+  self->monitor(st.drain);
+  self->monitor(st.reader);
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& st = self->state;
+    if (msg.source == st.drain.address() || msg.source == st.reader.address())
+      on_worker_down(self, msg);
+    else
+      on_producer_down(self, msg);
+  });
   return {
     [self](queue_atom, std::vector<secret_entry>& entries) {
       return queue_entries(self, std::move(entries));
@@ -434,10 +511,8 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       auto id = st.next_lookup++;
       auto promise = self->make_response_promise<secret_lookup>();
       st.single_lookups.emplace(id, promise);
-      self
-        ->request(st.reader, caf::infinite, read_atom::value,
-                  std::vector<secret_key>{key})
-        .then(
+      read_stored(
+        self, std::vector<secret_key>{key},
           [self, id, buffered](std::vector<stored_secret>& rows) {
             auto& st = self->state;
             auto i = st.single_lookups.find(id);
@@ -476,8 +551,8 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       auto id = st.next_lookup++;
       auto promise = self->make_response_promise<std::vector<secret_lookup>>();
       st.many_lookups.emplace(id, promise);
-      self->request(st.reader, caf::infinite, read_atom::value, to_read)
-        .then(
+      read_stored(
+        self, std::move(to_read),
           [self, id, answers, buffered,
            read_index](std::vector<stored_secret>& rows) mutable {
             auto& st = self->state;
@@ -559,19 +634,27 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
 secret_buffer_actor spawn_secret_buffer(caf::actor_system& sys,
                                         secret_drain_actor drain,
                                         secret_reader_actor reader,
-                                        secret_buffer_options options) {
+                                        secret_buffer_options options,
+                                        secret_worker_factory replace) {
   return sys.spawn(secret_buffer, std::move(drain), std::move(reader),
-                   options);
+                   options, std::move(replace));
 }
 
 secret_service spawn_secret_service(caf::actor_system& sys,
                                     std::shared_ptr<storage::database> db,
                                     secret_buffer_options options) {
+  secret_worker_factory workers{
+    [db](caf::actor_system& sys) {
+      return sys.spawn<caf::detached>(secret_drain_worker, db);
+    },
+    [db](caf::actor_system& sys) {
+      return sys.spawn<caf::detached>(secret_reader, db);
+    }};
   secret_service service;
-  service.drain = sys.spawn<caf::detached>(secret_drain_worker, db);
-  service.reader = sys.spawn<caf::detached>(secret_reader, db);
+  service.drain = workers.drain(sys);
+  service.reader = workers.reader(sys);
   service.buffer = spawn_secret_buffer(sys, service.drain, service.reader,
-                                       options);
+                                       options, workers);
   service.buffer->attach_functor(
     [drain = service.drain, reader = service.reader](const caf::error&) {
       caf::anon_send_exit(drain, caf::exit_reason::user_shutdown);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -48,6 +49,8 @@
 ///   not 32 bytes, shorter or longer) are answered with
 ///   `errc::invalid_secret_entry` in storage's words; nothing of that
 ///   request is stored.
+/// - A drain worker or reader that dies is replaced (see
+///   `spawn_secret_buffer`); what it was doing is retried, nothing is lost.
 /// - When the buffer stops, every request still parked is answered with
 ///   `errc::service_stopped`.
 ///
@@ -94,15 +97,32 @@ struct secret_buffer_options {
   caf::timespan retry_max = std::chrono::seconds{2};
 };
 
+/// Spawns a replacement for a drain worker or reader that died.
+struct secret_worker_factory {
+  std::function<secret_drain_actor(caf::actor_system&)> drain;
+  std::function<secret_reader_actor(caf::actor_system&)> reader;
+};
+
 /// Spawns the buffer as a scheduled actor over the given workers. Tests
 /// pass workers spawned as scheduled actors, so the deterministic test
 /// coordinator sees every message.
+///
+/// The buffer monitors both workers. When one dies (a crash, a kill) it
+/// spawns a replacement through `replace` and logs it: the write or sync in
+/// flight bounces and is retried on the new worker like any failed write, a
+/// read in flight is sent again, nothing is lost. The buffer stops the
+/// replacements it spawned when it stops. Without a factory for the worker
+/// that died, the buffer stops (answering every parked request) rather than
+/// bounce requests forever.
 secret_buffer_actor spawn_secret_buffer(caf::actor_system& sys,
                                         secret_drain_actor drain,
                                         secret_reader_actor reader,
-                                        secret_buffer_options options);
+                                        secret_buffer_options options,
+                                        secret_worker_factory replace = {});
 
-/// The buffer with its drain worker and reader, as production runs them.
+/// The buffer with the drain worker and reader it started with, as
+/// production runs them. After a worker died, `drain` or `reader` names the
+/// dead one; its replacement stops with the buffer.
 struct secret_service {
   secret_buffer_actor buffer;
   secret_drain_actor drain;
@@ -110,7 +130,8 @@ struct secret_service {
 };
 
 /// Spawns the drain worker and the reader detached over `db`, and the buffer
-/// on top. The workers stop when the buffer stops.
+/// on top, replacing a dead worker by a new detached one over `db`. The
+/// workers stop when the buffer stops.
 secret_service spawn_secret_service(caf::actor_system& sys,
                                     std::shared_ptr<storage::database> db,
                                     secret_buffer_options options);

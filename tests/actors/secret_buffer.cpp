@@ -110,6 +110,17 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
     sched.run();
   }
 
+  /// With the production policy for dead workers: a replacement, here a
+  /// scheduled one over the same database.
+  void start_with_replacements() {
+    secret_worker_factory workers{
+      [db = db](actor_system& sys) { return sys.spawn(secret_drain_worker, db); },
+      [db = db](actor_system& sys) { return sys.spawn(secret_reader, db); }};
+    buf = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{},
+                              workers);
+    sched.run();
+  }
+
   void start_on_failing_disk(int failures, std::size_t pending_limit = 4096) {
     drain = sys.spawn(failing_disk_drain, failures, real_drain);
     start(pending_limit);
@@ -118,10 +129,14 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
   /// Runs only the buffer's messages: the drain worker and reader stall, as
   /// behind a slow disk.
   void run_buffer() {
-    auto* buffer_job = dynamic_cast<resumable*>(
-      actor_cast<abstract_actor*>(buf));
-    sched.run_jobs_filtered(
-      [=](resumable* job) { return job == buffer_job; });
+    run_only(buf);
+  }
+
+  /// Runs only `who`'s messages.
+  template <class Handle>
+  void run_only(const Handle& who) {
+    auto* job = dynamic_cast<resumable*>(actor_cast<abstract_actor*>(who));
+    sched.run_jobs_filtered([=](resumable* x) { return x == job; });
   }
 
   /// Takes the next message out of `who`'s mailbox: the reply to its
@@ -688,6 +703,53 @@ CAF_TEST(a failed wal sync does not hold back the next batch) {
   CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
 }
 
+/// A batch the drain worker had not written when it was killed bounces; the
+/// buffer keeps it pending and retries it on the replacement.
+CAF_TEST(a write in flight when the drain worker dies is retried on its successor) {
+  start_with_replacements();
+  self->request(buf, infinite, queue_atom::value, make_entry("W", 2));
+  expect((queue_atom, secret_entry), from(_).to(buf));
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  // The drain worker dies before the buffer sends the batch, which bounces;
+  // the buffer hears of the death only after sending it.
+  anon_send_exit(drain, exit_reason::kill);
+  run_only(drain);
+  sched.run();
+  CAF_CHECK(!stored("W").found);
+  CAF_CHECK_EQUAL(peek_stats().failed_batches, 1u);
+  CAF_CHECK_EQUAL(lookup("W"), found(2)); // Still pending and readable.
+  sched.advance_time(10ms); // The retry, to the replacement.
+  sched.run();
+  CAF_CHECK(stored_as("W", 2));
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  CAF_CHECK_EQUAL(stats().pending, 0u);
+}
+
+/// A read waiting in the mailbox of a reader that is killed bounces; the
+/// buffer sends it to the replacement instead of answering the bounce.
+CAF_TEST(a read in flight when the reader dies is answered by its successor) {
+  start_with_replacements();
+  queue({make_entry("R", 1)}); // Written: only RocksDB answers it now.
+  self->request(buf, infinite, lookup_atom::value, key_of("R"));
+  run_buffer(); // The read waits in the reader's mailbox.
+  anon_send_exit(reader, exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(1));
+  CAF_CHECK_EQUAL(lookup("R"), found(1));
+}
+
+/// Without a way to replace a dead worker the buffer stops, answering what
+/// waits, instead of bouncing every request forever.
+CAF_TEST(a buffer that cannot replace a dead worker stops and answers) {
+  start();
+  self->request(buf, infinite, flush_atom::value);
+  anon_send_exit(drain, exit_reason::kill);
+  run_only(drain); // Dead before the buffer sees the flush.
+  sched.run();
+  auto err = receive_error(self);
+  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
+}
+
 CAF_TEST(bad input is answered with an error and nothing is stored) {
   start();
   auto empty_chat = make_entry("M1", 1);
@@ -857,6 +919,87 @@ CAF_TEST(the detached service writes every entry and reads it back) {
                                        << st.entries_written << " entries");
       },
       [&](error& err) { CAF_FAIL(sys.render(err)); });
+}
+
+/// A worker can die on its own (a crash, an operator's kill); the buffer
+/// monitors both and replaces a dead one. Killing the drain worker with
+/// captures pending and producers back-pressured past the limit must lose
+/// nothing: the flush completes and every entry is in RocksDB.
+CAF_TEST(a killed drain worker is replaced and nothing is lost) {
+  scoped_actor self{sys};
+  auto entries_of = [](const std::string& prefix, int n) {
+    entries xs;
+    for (int i = 0; i < n; ++i)
+      xs.push_back(make_entry(prefix + std::to_string(i),
+                              static_cast<uint8_t>(i)));
+    return xs;
+  };
+  auto flush = [&] {
+    error result;
+    self->request(service.buffer, 60s, flush_atom::value, timespan{20s})
+      .receive([](ok_atom) {}, [&](error& err) { result = std::move(err); });
+    return result;
+  };
+  auto before = entries_of("before-", 100);
+  self->send(service.buffer, queue_atom::value, before);
+  self->send_exit(service.drain, exit_reason::kill);
+  self->wait_for(service.drain);
+  // Far past the pending limit of 64: the producer waits for writes.
+  auto after = entries_of("after-", 500);
+  scoped_actor producer{sys};
+  producer->send(service.buffer, queue_atom::value, after);
+  CAF_CHECK_EQUAL(flush(), error{});
+  for (auto* xs : {&before, &after}) {
+    std::vector<secret_key> keys;
+    for (auto& x : *xs)
+      keys.push_back(x.key());
+    auto rows = storage::read_secrets(*db, keys);
+    CAF_REQUIRE(rows.engaged());
+    std::size_t missing = 0;
+    for (std::size_t i = 0; i < xs->size(); ++i)
+      if (!(*rows)[i].found || (*rows)[i].row.entry.secret != (*xs)[i].secret)
+        ++missing;
+    CAF_CHECK_EQUAL(missing, 0u);
+  }
+  // Once the drain worker was replaced, writes go on as before.
+  auto later = entries_of("later-", 10);
+  self->send(service.buffer, queue_atom::value, later);
+  CAF_CHECK_EQUAL(flush(), error{});
+  auto rows = storage::read_secrets(*db, {later.back().key()});
+  CAF_REQUIRE(rows.engaged());
+  CAF_CHECK(rows->front().found);
+}
+
+/// The same for the reader: a lookup that needs RocksDB after the reader
+/// was killed is answered from a replacement, not bounced.
+CAF_TEST(a killed reader is replaced and lookups keep working) {
+  scoped_actor self{sys};
+  entries xs;
+  for (uint8_t i = 0; i < 20; ++i)
+    xs.push_back(make_entry("R" + std::to_string(i), i));
+  self->request(service.buffer, 60s, queue_atom::value, xs)
+    .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  self->request(service.buffer, 60s, flush_atom::value)
+    .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  self->send_exit(service.reader, exit_reason::kill);
+  self->wait_for(service.reader);
+  std::vector<secret_key> keys;
+  for (auto& x : xs)
+    keys.push_back(x.key());
+  // Written and gone from the buffer: only RocksDB can answer these.
+  for (int round = 0; round < 2; ++round) {
+    self->request(service.buffer, 60s, lookup_atom::value, keys)
+      .receive(
+        [&](std::vector<secret_lookup>& answers) {
+          CAF_REQUIRE_EQUAL(answers.size(), xs.size());
+          for (std::size_t i = 0; i < xs.size(); ++i)
+            CAF_CHECK(answers[i].found && answers[i].secret == xs[i].secret);
+        },
+        [&](error& err) { CAF_FAIL(sys.render(err)); });
+    self->request(service.buffer, 60s, lookup_atom::value, keys.front())
+      .receive([&](secret_lookup& answer) { CAF_CHECK(answer.found); },
+               [&](error& err) { CAF_FAIL(sys.render(err)); });
+  }
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
