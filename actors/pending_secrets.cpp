@@ -50,8 +50,8 @@ std::size_t pending_secrets::force_admit(producer_ticket ticket) {
   return admitted;
 }
 
-std::vector<secret_write> pending_secrets::start_batch() {
-  std::vector<secret_write> batch;
+secret_batch pending_secrets::start_batch() {
+  secret_batch batch;
   if (writing_ || unwritten_.empty())
     return batch;
   auto size = std::min(max_batch_, unwritten_.size());
@@ -121,7 +121,7 @@ std::optional<secret_write>
 pending_secrets::find(const secret_key& key) const {
   std::optional<secret_write> result;
   if (auto i = pending_.find(key); i != pending_.end())
-    result = i->second.row;
+    result = *i->second.row;
   if (held_keys_.count(key) == 0)
     return result;
   for (const auto& w : waiters_)
@@ -180,7 +180,9 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
   if (i == pending_.end()) {
     auto sequence = capture.sequence;
     auto added = pending_.emplace(
-      std::move(key), slot{std::move(capture.write), sequence, sequence});
+      std::move(key),
+      slot{std::make_shared<const secret_write>(std::move(capture.write)),
+           sequence, sequence});
     unwritten_.push_back(&*added.first);
     return;
   }
@@ -188,7 +190,8 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
 }
 
 void pending_secrets::merge_into(slot& entry, held_write&& capture) {
-  entry.row = storage::apply_capture(&entry.row, capture.write);
+  entry.row = std::make_shared<const secret_write>(
+    storage::apply_capture(entry.row.get(), capture.write));
   entry.version = capture.sequence;
   entry.oldest = std::min(entry.oldest, capture.sequence);
 }

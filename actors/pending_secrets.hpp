@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -69,8 +70,9 @@ public:
 
   /// Snapshots up to `max_batch` pending entries, oldest first, as the next
   /// batch. Empty when nothing waits to be written or a batch is already in
-  /// flight.
-  std::vector<secret_write> start_batch();
+  /// flight. The batch shares the entries (immutable) with the pending map:
+  /// no entry is copied.
+  secret_batch start_batch();
 
   /// The batch in flight is durable; the next one may start at once. Its
   /// entries stay pending until `release_written`, so starting the next batch
@@ -138,7 +140,9 @@ public:
 
 private:
   struct slot {
-    secret_write row;
+    /// Never changed in place: a merge makes a new row, so a batch in
+    /// flight that shares the old one keeps what it carries.
+    std::shared_ptr<const secret_write> row;
     /// Sequence number of the newest capture merged into `row`.
     uint64_t version;
     /// Lowest sequence number whose capture may not be durable yet.

@@ -88,8 +88,10 @@ rocksdb::ColumnFamilyOptions secrets_family_options() {
   return options;
 }
 
-caf::error write_secrets(database& db,
-                         const std::vector<secret_write>& writes) {
+namespace {
+
+template <class Writes>
+caf::error write_all(database& db, const Writes& writes) {
   auto& state = db.internals();
   database_use in_use{state.mutex};
   if (auto err = check_open(state))
@@ -108,6 +110,17 @@ caf::error write_secrets(database& db,
   }
   return to_error(state.db->Write(state.write_options, &batch),
                   "writing the secrets batch");
+}
+
+} // namespace
+
+caf::error write_secrets(database& db,
+                         const std::vector<secret_write>& writes) {
+  return write_all(db, writes);
+}
+
+caf::error write_secrets(database& db, const secret_batch& writes) {
+  return write_all(db, writes);
 }
 
 caf::expected<std::vector<stored_secret>>

@@ -34,6 +34,9 @@ std::string invalid_secret_entry(const secret_entry& entry);
 /// whole batch with `errc::invalid_secret_entry` if one entry is invalid.
 caf::error write_secrets(database& db, const std::vector<secret_write>& writes);
 
+/// The same for a batch the buffer shares with its pending map.
+caf::error write_secrets(database& db, const secret_batch& writes);
+
 /// Reads the merged rows of `keys`, in order; expired rows included.
 caf::expected<std::vector<stored_secret>>
 read_secrets(database& db, const std::vector<secret_key>& keys);

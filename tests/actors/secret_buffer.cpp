@@ -37,7 +37,7 @@ failing_disk_drain(secret_drain_actor::stateful_pointer<failing_disk_state> self
                    int failures, secret_drain_actor real) {
   self->state.failures = failures;
   return {
-    [self, real](write_atom, std::vector<secret_write>& batch)
+    [self, real](write_atom, secret_batch& batch)
       -> result<ok_atom> {
       if (self->state.failures > 0) {
         --self->state.failures;
@@ -352,7 +352,7 @@ CAF_TEST(one batch is in flight and later entries go into the next) {
   run_buffer(); // SECOND arrives while that batch is in flight.
   CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
   CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-  expect((write_atom, std::vector<secret_write>), from(buf).to(drain));
+  expect((write_atom, secret_batch), from(buf).to(drain));
   // No second batch reached the drain worker while the first was in flight.
   CAF_CHECK(!sched.prioritize(drain));
   CAF_CHECK(stored_as("FIRST", 1));
@@ -385,7 +385,7 @@ CAF_TEST(a recapture during a write survives the write and is written next) {
     run_buffer();
     CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
     CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-    expect((write_atom, std::vector<secret_write>), from(buf).to(drain));
+    expect((write_atom, secret_batch), from(buf).to(drain));
     expect((ok_atom), from(drain).to(buf));
     CAF_CHECK_EQUAL(peek_stats().pending, 1u);
     self->request(buf, infinite, lookup_atom::value, first.key());
