@@ -105,6 +105,8 @@ struct secret_buffer_state {
       caf::anon_send_exit(drain, caf::exit_reason::user_shutdown);
     if (reader_replaced)
       caf::anon_send_exit(reader, caf::exit_reason::user_shutdown);
+    if (wake_relay)
+      caf::anon_send_exit(wake_relay, caf::exit_reason::user_shutdown);
   }
 
   pending_secrets pending;
@@ -142,6 +144,8 @@ struct secret_buffer_state {
 
   /// A drain message is on its way to this actor (a wake-up or a retry).
   bool drain_scheduled = false;
+  /// Passes the drain wake-up back (see `schedule_drain`).
+  caf::actor wake_relay;
   caf::timespan retry_delay{0};
   steady_clock::time_point batch_started;
   bool sealed = false;
@@ -159,14 +163,28 @@ namespace {
 using buffer_pointer
   = secret_buffer_actor::stateful_pointer<secret_buffer_state>;
 
+void on_drain(buffer_pointer self);
+
+/// Answers a wake-up at once: the round trip through another actor lets
+/// the buffer's turn end with its answers (see `schedule_drain`).
+caf::behavior relay_wake_up() {
+  return {[](drain_atom x) { return x; }};
+}
+
 void schedule_drain(buffer_pointer self) {
   auto& st = self->state;
   if (st.drain_scheduled || st.pending.writing() || !st.pending.has_unwritten())
     return;
   st.drain_scheduled = true;
   // A message, not a direct write: captures already in the mailbox are
-  // admitted first and ride in the same batch.
-  self->send(self, drain_atom::value);
+  // admitted first and ride in the same batch. It goes around through the
+  // relay rather than to this actor's own mailbox, so this turn ends with
+  // the answer to the queue that woke the drain: the producer gets it
+  // before the write wakes the drain worker's thread, which on a machine
+  // with few cores would run ahead of it (measured: p99 of the queue round
+  // trip 2.4 to 2.9 times a bare CAF round trip with a direct drain).
+  self->request(st.wake_relay, caf::infinite, drain_atom::value)
+    .then([self](drain_atom) { on_drain(self); });
 }
 
 void check_durability(buffer_pointer self);
@@ -450,6 +468,15 @@ void on_worker_down(buffer_pointer self, const caf::down_msg& msg) {
   // retries it on the successor.
 }
 
+/// A drain wake-up or a retry arrived.
+void on_drain(buffer_pointer self) {
+  auto& st = self->state;
+  st.drain_scheduled = false;
+  if (st.failing)
+    st.stats.retries += 1;
+  write_batch(self);
+}
+
 /// A waiting producer died: its held entries must not be lost with it.
 void on_producer_down(buffer_pointer self, const caf::down_msg& msg) {
   auto& st = self->state;
@@ -483,6 +510,7 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
   st.reader = std::move(reader);
   st.options = options;
   st.replace = std::move(replace);
+  st.wake_relay = self->spawn(relay_wake_up);
   self->monitor(st.drain);
   self->monitor(st.reader);
   self->set_down_handler([self](caf::down_msg& msg) {
@@ -604,13 +632,7 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       stats.held_entries = st.pending.held_entries();
       return stats;
     },
-    [self](drain_atom) {
-      auto& st = self->state;
-      st.drain_scheduled = false;
-      if (st.failing)
-        st.stats.retries += 1;
-      write_batch(self);
-    },
+    [self](drain_atom) { on_drain(self); },
     [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
       auto& st = self->state;
       auto promise = self->make_response_promise<ok_atom>();
