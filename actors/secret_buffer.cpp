@@ -184,7 +184,9 @@ void schedule_drain(buffer_pointer self) {
   // with few cores would run ahead of it (measured: p99 of the queue round
   // trip 2.4 to 2.9 times a bare CAF round trip with a direct drain).
   self->request(st.wake_relay, caf::infinite, drain_atom::value)
-    .then([self](drain_atom) { on_drain(self); });
+    .then([self](drain_atom) { on_drain(self); },
+          // The relay is gone (killed from outside): drain without it.
+          [self](caf::error&) { on_drain(self); });
 }
 
 void check_durability(buffer_pointer self);
