@@ -62,8 +62,8 @@ std::size_t pending_secrets::force_admit(producer_ticket ticket) {
   return rescued;
 }
 
-std::vector<secret_write> pending_secrets::start_batch() {
-  std::vector<secret_write> batch;
+secret_batch pending_secrets::start_batch() {
+  secret_batch batch;
   if (writing_ || unwritten_.empty())
     return batch;
   auto size = std::min(max_batch_, unwritten_.size());
@@ -91,6 +91,7 @@ std::vector<producer_release> pending_secrets::finish_batch() {
 }
 
 std::vector<producer_release> pending_secrets::release_written() {
+  durable_below_.reset();
   std::size_t removed = 0;
   for (auto [entry, version] : written_) {
     if (entry->second.version == version) {
@@ -132,7 +133,7 @@ std::optional<secret_write>
 pending_secrets::find(const secret_key& key) const {
   std::optional<secret_write> result;
   if (auto i = pending_.find(key); i != pending_.end())
-    result = i->second.row;
+    result = *i->second.row;
   if (held_keys_.count(key) == 0)
     return result;
   for (const auto& w : waiters_)
@@ -178,14 +179,17 @@ void pending_secrets::record_for_watches(const secret_write& capture) {
                       : capture;
 }
 
-bool pending_secrets::durable_through(uint64_t sequence) const {
+uint64_t pending_secrets::durable_below() const {
+  if (durable_below_)
+    return *durable_below_;
+  auto lowest = next_sequence_;
   for (const auto& [key, entry] : pending_)
-    if (entry.oldest <= sequence)
-      return false;
+    lowest = std::min(lowest, entry.oldest);
   for (const auto& w : waiters_)
-    if (!w.held.empty() && w.held.front().sequence <= sequence)
-      return false;
-  return true;
+    if (!w.held.empty())
+      lowest = std::min(lowest, w.held.front().sequence);
+  durable_below_ = lowest;
+  return lowest;
 }
 
 uint64_t pending_secrets::version_of(const secret_key& key) const {
@@ -221,7 +225,9 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
   if (i == pending_.end()) {
     auto sequence = capture.sequence;
     auto added = pending_.emplace(
-      std::move(key), slot{std::move(capture.write), capture.newest, sequence});
+      std::move(key),
+      slot{std::make_shared<const secret_write>(std::move(capture.write)),
+           capture.newest, sequence});
     unwritten_.push_back(&*added.first);
     return;
   }
@@ -229,7 +235,8 @@ void pending_secrets::admit(secret_key&& key, held_write&& capture) {
 }
 
 void pending_secrets::merge_into(slot& entry, held_write&& capture) {
-  entry.row = storage::coalesce_captures(entry.row, capture.write);
+  entry.row = std::make_shared<const secret_write>(
+    storage::coalesce_captures(*entry.row, capture.write));
   entry.version = capture.newest;
   entry.oldest = std::min(entry.oldest, capture.sequence);
 }

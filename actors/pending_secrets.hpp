@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -80,8 +81,9 @@ public:
 
   /// Snapshots up to `max_batch` pending entries, oldest first, as the next
   /// batch. Empty when nothing waits to be written or a batch is already in
-  /// flight.
-  std::vector<secret_write> start_batch();
+  /// flight. The batch shares the entries (immutable) with the pending map:
+  /// no entry is copied.
+  secret_batch start_batch();
 
   /// The batch in flight is durable; the next one may start at once. Its
   /// entries stay pending until `release_written`, so starting the next batch
@@ -112,7 +114,16 @@ public:
   std::optional<secret_write> end_watch(const secret_key& key, read_watch id);
 
   /// True when every capture numbered up to `sequence` was written.
-  bool durable_through(uint64_t sequence) const;
+  bool durable_through(uint64_t sequence) const {
+    return sequence < durable_below();
+  }
+
+  /// Every capture numbered below this was written. One pass over the
+  /// pending and held captures after each batch's clean-up, then cached:
+  /// only `release_written` raises it, because a new capture is numbered
+  /// above every earlier one and an admitted capture keeps its number. So
+  /// any number of durability waiters are checked in one pass, not one each.
+  uint64_t durable_below() const;
 
   /// The number of the newest capture so far (0 before the first).
   uint64_t last_sequence() const {
@@ -149,7 +160,9 @@ public:
 
 private:
   struct slot {
-    secret_write row;
+    /// Never changed in place: a merge makes a new row, so a batch in
+    /// flight that shares the old one keeps what it carries.
+    std::shared_ptr<const secret_write> row;
     /// Sequence number of the newest capture merged into `row`.
     uint64_t version;
     /// Lowest sequence number whose capture may not be durable yet.
@@ -230,6 +243,8 @@ private:
   std::unordered_map<secret_key, std::vector<watched>, secret_key_hash>
     watches_;
   read_watch next_watch_ = 1;
+  /// `durable_below`, once computed since the last clean-up.
+  mutable std::optional<uint64_t> durable_below_;
 };
 
 } // namespace coalesce

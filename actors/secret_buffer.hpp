@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,10 +45,14 @@
 ///   producers back-pressure at the high-water mark as usual.
 /// - `flush` is answered once everything queued before it is durable (the
 ///   flush ends with a WAL sync, whatever the durability mode). After `seal`,
-///   every `queue` is answered only once its entries are durable.
+///   every `queue` is answered only once its entries are durable. A failed
+///   WAL sync is retried on its own timer; batches go on meanwhile.
 /// - Invalid entries (an empty chat, sender or msg_id, or a secret that is
-///   not 32 bytes) are answered with `errc::invalid_secret_entry`; nothing of
-///   that request is stored.
+///   not 32 bytes, shorter or longer) are answered with
+///   `errc::invalid_secret_entry` in storage's words; nothing of that
+///   request is stored.
+/// - A drain worker or reader that dies is replaced (see
+///   `spawn_secret_buffer`); what it was doing is retried, nothing is lost.
 /// - When the buffer stops, every request still parked is answered with
 ///   `errc::service_stopped`.
 ///
@@ -75,7 +80,10 @@ using secret_buffer_actor = caf::typed_actor<
   /// Writes what is pending now (also the buffer's own wake-up and retry).
   caf::reacts_to<drain_atom>,
   /// The buffer's own reminder that the deadline of flush N has passed.
-  caf::reacts_to<caf::timeout_atom, uint64_t>>;
+  caf::reacts_to<caf::timeout_atom, uint64_t>,
+  /// The buffer's own reminder to retry a failed WAL sync. It has a timer of
+  /// its own so that batches keep going out meanwhile.
+  caf::reacts_to<sync_atom>>;
 
 struct secret_buffer_options {
   /// Distinct pending keys before producers wait. A live stream drains long
@@ -91,15 +99,32 @@ struct secret_buffer_options {
   caf::timespan retry_max = std::chrono::seconds{2};
 };
 
+/// Spawns a replacement for a drain worker or reader that died.
+struct secret_worker_factory {
+  std::function<secret_drain_actor(caf::actor_system&)> drain;
+  std::function<secret_reader_actor(caf::actor_system&)> reader;
+};
+
 /// Spawns the buffer as a scheduled actor over the given workers. Tests
 /// pass workers spawned as scheduled actors, so the deterministic test
 /// coordinator sees every message.
+///
+/// The buffer monitors both workers. When one dies (a crash, a kill) it
+/// spawns a replacement through `replace` and logs it: the write or sync in
+/// flight bounces and is retried on the new worker like any failed write, a
+/// read in flight is sent again, nothing is lost. The buffer stops the
+/// replacements it spawned when it stops. Without a factory for the worker
+/// that died, the buffer stops (answering every parked request) rather than
+/// bounce requests forever.
 secret_buffer_actor spawn_secret_buffer(caf::actor_system& sys,
                                         secret_drain_actor drain,
                                         secret_reader_actor reader,
-                                        secret_buffer_options options);
+                                        secret_buffer_options options,
+                                        secret_worker_factory replace = {});
 
-/// The buffer with its drain worker and reader, as production runs them.
+/// The buffer with the drain worker and reader it started with, as
+/// production runs them. After a worker died, `drain` or `reader` names the
+/// dead one; its replacement stops with the buffer.
 struct secret_service {
   secret_buffer_actor buffer;
   secret_drain_actor drain;
@@ -107,7 +132,8 @@ struct secret_service {
 };
 
 /// Spawns the drain worker and the reader detached over `db`, and the buffer
-/// on top. The workers stop when the buffer stops.
+/// on top, replacing a dead worker by a new detached one over `db`. The
+/// workers stop when the buffer stops.
 secret_service spawn_secret_service(caf::actor_system& sys,
                                     std::shared_ptr<storage::database> db,
                                     secret_buffer_options options);

@@ -11,8 +11,7 @@ secret_drain_actor::behavior_type
 secret_drain_worker(secret_drain_actor::pointer,
                     std::shared_ptr<storage::database> db) {
   return {
-    [db](write_atom,
-         const std::vector<secret_write>& batch) -> caf::result<ok_atom> {
+    [db](write_atom, const secret_batch& batch) -> caf::result<ok_atom> {
       // After a failure, nothing touches RocksDB but recovery until it
       // succeeds; the buffer keeps the batch and retries.
       if (auto err = db->ready_for_writes())

@@ -24,9 +24,10 @@ class database;
 namespace coalesce {
 
 /// Writes batches of secrets; answers once RocksDB acknowledged them with
-/// the database's durability, or with the error RocksDB reported.
+/// the database's durability, or with the error RocksDB reported. Local
+/// only: a `secret_batch` shares its captures with the buffer (see there).
 using secret_drain_actor = caf::typed_actor<
-  caf::replies_to<write_atom, std::vector<secret_write>>::with<ok_atom>,
+  caf::replies_to<write_atom, secret_batch>::with<ok_atom>,
   /// Makes every write so far durable, in either durability mode.
   caf::replies_to<sync_atom>::with<ok_atom>>;
 

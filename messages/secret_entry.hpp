@@ -3,9 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/meta/type_name.hpp>
 
 /// The message secrets that travel between coalesce's actors and nodes.
@@ -76,6 +78,94 @@ typename Inspector::result_type inspect(Inspector& f, secret_write& x) {
   return f(caf::meta::type_name("secret_write"), x.entry, x.captured_at);
 }
 
+/// Captures on their way from the buffer to the drain worker, shared with the
+/// buffer's pending map instead of copied: handing over a batch of thousands
+/// costs one pointer copy per entry while `queue` requests wait.
+///
+/// Local only, never serialized (CAF is told so at the end of this header):
+/// it holds pointers into the buffer's memory. That is sound because the
+/// drain worker always runs in the buffer's process, detached on its own
+/// thread in production, scheduled under the test coordinator, and because a
+/// shared capture is never changed: the buffer replaces a recaptured entry's
+/// pointer instead of writing through it, so the worker reads its batch while
+/// the buffer goes on, and whichever drops the last reference frees it (the
+/// counts are atomic). The drain worker's interface is never published.
+class secret_batch {
+public:
+  using shared_write = std::shared_ptr<const secret_write>;
+
+  /// Iterates the captures themselves, not the pointers.
+  class const_iterator {
+  public:
+    using base = std::vector<shared_write>::const_iterator;
+
+    explicit const_iterator(base position) : position_(position) {
+      // nop
+    }
+
+    const secret_write& operator*() const {
+      return **position_;
+    }
+
+    const secret_write* operator->() const {
+      return position_->get();
+    }
+
+    const_iterator& operator++() {
+      ++position_;
+      return *this;
+    }
+
+    friend bool operator==(const const_iterator& x, const const_iterator& y) {
+      return x.position_ == y.position_;
+    }
+
+    friend bool operator!=(const const_iterator& x, const const_iterator& y) {
+      return x.position_ != y.position_;
+    }
+
+  private:
+    base position_;
+  };
+
+  void reserve(std::size_t n) {
+    writes_.reserve(n);
+  }
+
+  void push_back(shared_write write) {
+    writes_.push_back(std::move(write));
+  }
+
+  std::size_t size() const {
+    return writes_.size();
+  }
+
+  bool empty() const {
+    return writes_.empty();
+  }
+
+  const secret_write& operator[](std::size_t i) const {
+    return *writes_[i];
+  }
+
+  const secret_write& front() const {
+    return *writes_.front();
+  }
+
+  /// Free functions, not members: CAF takes a type with member begin/end for
+  /// a container it may serialize.
+  friend const_iterator begin(const secret_batch& x) {
+    return const_iterator{x.writes_.begin()};
+  }
+
+  friend const_iterator end(const secret_batch& x) {
+    return const_iterator{x.writes_.end()};
+  }
+
+private:
+  std::vector<shared_write> writes_;
+};
+
 /// The answer to a lookup: the secret and its message time, or not found.
 /// Expired rows are answered as not found.
 struct secret_lookup {
@@ -119,3 +209,5 @@ struct secret_key_hash {
 };
 
 } // namespace coalesce
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(coalesce::secret_batch)

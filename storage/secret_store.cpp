@@ -64,16 +64,20 @@ public:
   }
 };
 
-caf::error check_row(const secret_entry& entry) {
-  // The value layout stores the secret's length in one byte.
-  if (entry.secret.size() > 255)
-    return make_error(errc::invalid_secret_entry,
-                      "the secret must be " + std::to_string(secret_size)
-                        + " bytes, got " + std::to_string(entry.secret.size()));
-  return caf::none;
-}
-
 } // namespace
+
+std::string invalid_secret_entry(const secret_entry& entry) {
+  if (entry.chat.empty())
+    return "the chat is empty";
+  if (entry.sender.empty())
+    return "the sender is empty";
+  if (entry.msg_id.empty())
+    return "the msg_id is empty";
+  if (entry.secret.size() != secret_size)
+    return "the secret must be " + std::to_string(secret_size) + " bytes, got "
+           + std::to_string(entry.secret.size());
+  return {};
+}
 
 rocksdb::ColumnFamilyOptions secrets_family_options() {
   rocksdb::ColumnFamilyOptions options;
@@ -84,16 +88,18 @@ rocksdb::ColumnFamilyOptions secrets_family_options() {
   return options;
 }
 
-caf::error write_secrets(database& db,
-                         const std::vector<secret_write>& writes) {
+namespace {
+
+template <class Writes>
+caf::error write_all(database& db, const Writes& writes) {
   auto& state = db.internals();
   database_use in_use{state.mutex};
   if (auto err = check_open(state))
     return err;
   rocksdb::WriteBatch batch;
   for (const auto& write : writes) {
-    if (auto err = check_row(write.entry))
-      return err;
+    if (auto what = invalid_secret_entry(write.entry); !what.empty())
+      return make_error(errc::invalid_secret_entry, std::move(what));
     auto status = batch.Merge(state.secrets,
                               encode_secret_key(write.entry.chat,
                                                 write.entry.sender,
@@ -104,6 +110,17 @@ caf::error write_secrets(database& db,
   }
   return to_error(state.db->Write(state.write_options, &batch),
                   "writing the secrets batch");
+}
+
+} // namespace
+
+caf::error write_secrets(database& db,
+                         const std::vector<secret_write>& writes) {
+  return write_all(db, writes);
+}
+
+caf::error write_secrets(database& db, const secret_batch& writes) {
+  return write_all(db, writes);
 }
 
 caf::expected<std::vector<stored_secret>>

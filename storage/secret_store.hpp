@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -24,8 +25,17 @@
 /// operand or row underneath resurface.
 namespace coalesce::storage {
 
-/// Writes `writes` as one batch with the database's durability.
+/// What makes `entry` unfit to store (an empty chat, sender or msg_id, or a
+/// secret that is not `secret_size` bytes, longer or shorter), empty when
+/// nothing does. The buffer refuses a `queue` with the same words.
+std::string invalid_secret_entry(const secret_entry& entry);
+
+/// Writes `writes` as one batch with the database's durability; refuses the
+/// whole batch with `errc::invalid_secret_entry` if one entry is invalid.
 caf::error write_secrets(database& db, const std::vector<secret_write>& writes);
+
+/// The same for a batch the buffer shares with its pending map.
+caf::error write_secrets(database& db, const secret_batch& writes);
 
 /// Reads the merged rows of `keys`, in order; expired rows included.
 caf::expected<std::vector<stored_secret>>

@@ -3,11 +3,13 @@
 
 #include "actors/secret_buffer.hpp"
 
+#include <chrono>
 #include <memory>
 
 #include "actors/secret_store_actors.hpp"
 #include "messages/errc.hpp"
 #include "storage/database.hpp"
+#include "storage/fault_injection.hpp"
 #include "storage/secret_merge.hpp"
 #include "storage/secret_store.hpp"
 
@@ -35,7 +37,7 @@ failing_disk_drain(secret_drain_actor::stateful_pointer<failing_disk_state> self
                    int failures, secret_drain_actor real) {
   self->state.failures = failures;
   return {
-    [self, real](write_atom, std::vector<secret_write>& batch)
+    [self, real](write_atom, secret_batch& batch)
       -> result<ok_atom> {
       if (self->state.failures > 0) {
         --self->state.failures;
@@ -53,8 +55,13 @@ failing_disk_drain(secret_drain_actor::stateful_pointer<failing_disk_state> self
 /// A buffer over a real RocksDB in a fresh directory. The drain worker and
 /// reader are scheduled actors here (production detaches them), so the test
 /// coordinator decides when a batch reaches the disk.
+///
+/// RocksDB writes through the fault seam with every switch off, so a test can
+/// count WAL syncs or fail one.
 struct buffer_fixture : test_coordinator_fixture<test_config> {
   temp_dir dir;
+  std::shared_ptr<storage::fault_switches> faults
+    = std::make_shared<storage::fault_switches>();
   std::shared_ptr<storage::database> db;
   secret_drain_actor real_drain;
   secret_drain_actor drain;
@@ -62,8 +69,20 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
   secret_buffer_actor buf;
 
   buffer_fixture() {
-    auto opened = storage::database::open({dir.sub("db"),
-                                           storage::durability::synced});
+    open(storage::durability::synced);
+  }
+
+  /// (Re)opens the database with `mode` and spawns fresh workers over it;
+  /// before `start`.
+  void open(storage::durability mode) {
+    if (db) {
+      anon_send_exit(real_drain, exit_reason::kill);
+      anon_send_exit(reader, exit_reason::kill);
+      sched.run();
+      CAF_REQUIRE(!db->close());
+    }
+    auto opened = storage::database::open(
+      {dir.sub("db"), mode, storage::make_fault_injecting_file_system(faults)});
     CAF_REQUIRE(opened.engaged());
     db = std::move(*opened);
     real_drain = sys.spawn(secret_drain_worker, db);
@@ -83,7 +102,22 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
   void start(std::size_t pending_limit = 4096) {
     secret_buffer_options options;
     options.pending_limit = pending_limit;
+    start(options);
+  }
+
+  void start(const secret_buffer_options& options) {
     buf = spawn_secret_buffer(sys, drain, reader, options);
+    sched.run();
+  }
+
+  /// With the production policy for dead workers: a replacement, here a
+  /// scheduled one over the same database.
+  void start_with_replacements() {
+    secret_worker_factory workers{
+      [db = db](actor_system& sys) { return sys.spawn(secret_drain_worker, db); },
+      [db = db](actor_system& sys) { return sys.spawn(secret_reader, db); }};
+    buf = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{},
+                              workers);
     sched.run();
   }
 
@@ -92,13 +126,26 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
     start(pending_limit);
   }
 
-  /// Runs only the buffer's messages: the drain worker and reader stall, as
-  /// behind a slow disk.
+  /// Runs every actor but the drain worker and the reader, which stall as
+  /// behind a slow disk: the buffer and the relay of its drain wake-ups.
   void run_buffer() {
-    auto* buffer_job = dynamic_cast<resumable*>(
-      actor_cast<abstract_actor*>(buf));
+    auto* a = job_of(drain);
+    auto* b = job_of(real_drain);
+    auto* c = job_of(reader);
     sched.run_jobs_filtered(
-      [=](resumable* job) { return job == buffer_job; });
+      [=](resumable* x) { return x != a && x != b && x != c; });
+  }
+
+  template <class Handle>
+  static resumable* job_of(const Handle& who) {
+    return dynamic_cast<resumable*>(actor_cast<abstract_actor*>(who));
+  }
+
+  /// Runs only `who`'s messages.
+  template <class Handle>
+  void run_only(const Handle& who) {
+    auto* job = dynamic_cast<resumable*>(actor_cast<abstract_actor*>(who));
+    sched.run_jobs_filtered([=](resumable* x) { return x == job; });
   }
 
   /// Runs every actor but `stalled`, as behind a slow read.
@@ -411,7 +458,7 @@ CAF_TEST(one batch is in flight and later entries go into the next) {
   run_buffer(); // SECOND arrives while that batch is in flight.
   CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
   CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-  expect((write_atom, std::vector<secret_write>), from(buf).to(drain));
+  expect((write_atom, secret_batch), from(buf).to(drain));
   // No second batch reached the drain worker while the first was in flight.
   CAF_CHECK(!sched.prioritize(drain));
   CAF_CHECK(stored_as("FIRST", 1));
@@ -444,7 +491,7 @@ CAF_TEST(a recapture during a write survives the write and is written next) {
     run_buffer();
     CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
     CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-    expect((write_atom, std::vector<secret_write>), from(buf).to(drain));
+    expect((write_atom, secret_batch), from(buf).to(drain));
     expect((ok_atom), from(drain).to(buf));
     CAF_CHECK_EQUAL(peek_stats().pending, 1u);
     self->request(buf, infinite, lookup_atom::value, first.key());
@@ -667,6 +714,59 @@ CAF_TEST(a producer dying before the seal is swept by the terminal flush) {
   CAF_CHECK(stored_as("M1", 0x11));
 }
 
+/// With durability `buffered` a batch write does not sync the WAL, so only
+/// the end of a flush, of a queue after seal, and of the terminal flush (a
+/// flush after seal) can: each must be seen to sync it through the seam.
+CAF_TEST(flush sealed queue and terminal flush each end with a wal sync) {
+  open(storage::durability::buffered);
+  start();
+  auto syncs = [&] { return faults->wal_syncs.load(); };
+  auto before = syncs();
+  queue({make_entry("A", 1)});
+  CAF_CHECK(stored_as("A", 1));
+  CAF_CHECK_EQUAL(syncs(), before); // A buffered write alone does not sync.
+  before = syncs();
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  CAF_CHECK_GREATER(syncs(), before);
+  CAF_CHECK(ask<ok_atom>(seal_atom::value) == ok_atom::value);
+  before = syncs();
+  queue({make_entry("B", 2)});
+  CAF_CHECK(stored_as("B", 2));
+  CAF_CHECK_GREATER(syncs(), before);
+  before = syncs();
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  CAF_CHECK_GREATER(syncs(), before);
+}
+
+/// After seal every queue waits for durability. Checking the waiters must
+/// cost one pass per check, not one pass per waiter: many refreshes of one
+/// key queued after seal, all waiting at once, took quadratic time. Timed
+/// as a ratio of two sizes on one machine: 8 times the waiters may take
+/// about 8 times as long, not 64 times.
+CAF_TEST(durability checks after seal stay linear in the waiters) {
+  start();
+  CAF_CHECK(ask<ok_atom>(seal_atom::value) == ok_atom::value);
+  auto answer_sealed_queues = [&](int waiters) {
+    auto began = std::chrono::steady_clock::now();
+    for (int i = 0; i < waiters; ++i)
+      self->request(buf, infinite, queue_atom::value,
+                    make_entry("HOT", static_cast<uint8_t>(i)));
+    sched.run();
+    std::chrono::duration<double> took = std::chrono::steady_clock::now()
+                                         - began;
+    for (int i = 0; i < waiters; ++i)
+      CAF_REQUIRE(receive_from<ok_atom>(self) == ok_atom::value);
+    CAF_MESSAGE(waiters << " sealed queues answered in " << took.count()
+                        << " s");
+    return took.count();
+  };
+  answer_sealed_queues(2'000); // Warms the allocator and RocksDB up.
+  auto small = answer_sealed_queues(25'000);
+  auto large = answer_sealed_queues(200'000);
+  CAF_CHECK_LESS(large / small, 24.0);
+  CAF_CHECK(stored_as("HOT", static_cast<uint8_t>(200'000 - 1)));
+}
+
 /// A flush also covers entries held by a producer still waiting for room.
 CAF_TEST(a flush waits for entries held by waiting producers) {
   start(1);
@@ -712,6 +812,84 @@ CAF_TEST(a failed batch stays pending and is retried until written) {
   CAF_CHECK_EQUAL(st.batches_written, 1u);
 }
 
+/// A failed WAL sync is retried on its own timer: the next batch does not
+/// wait for it (the seed's buffer held every write back by the retry base).
+CAF_TEST(a failed wal sync does not hold back the next batch) {
+  secret_buffer_options options;
+  options.retry_base = 10s;
+  options.retry_max = 10s;
+  start(options);
+  queue({make_entry("A", 1)});
+  self->request(buf, infinite, flush_atom::value);
+  run_buffer(); // The sync request is at the drain worker.
+  faults->wal_sync = true;
+  sched.run(); // Runs messages only: no timer fires.
+  CAF_CHECK_GREATER(faults->injected.load(), 0);
+  CAF_CHECK(self->mailbox().empty()); // The flush waits for a retry.
+  faults->clear();
+  self->request(buf, infinite, queue_atom::value, make_entry("B", 2));
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(stored_as("B", 2));
+  CAF_CHECK(self->mailbox().empty());
+  // The sync is retried after the retry base and the flush answered.
+  sched.advance_time(10s);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+}
+
+/// A batch the drain worker had not written when it was killed bounces; the
+/// buffer keeps it pending and retries it on the replacement.
+CAF_TEST(a write in flight when the drain worker dies is retried on its successor) {
+  start_with_replacements();
+  self->request(buf, infinite, queue_atom::value, make_entry("W", 2));
+  expect((queue_atom, secret_entry), from(_).to(buf));
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  // The relay passes the drain wake-up back; the buffer has yet to read it.
+  auto* buffer_job = job_of(buf);
+  auto* drain_job = job_of(drain);
+  sched.run_jobs_filtered(
+    [=](resumable* x) { return x != buffer_job && x != drain_job; });
+  // The drain worker dies before the buffer sends the batch, which bounces;
+  // the buffer hears of the death only after sending it.
+  anon_send_exit(drain, exit_reason::kill);
+  run_only(drain);
+  sched.run();
+  CAF_CHECK(!stored("W").found);
+  CAF_CHECK_EQUAL(peek_stats().failed_batches, 1u);
+  CAF_CHECK_EQUAL(lookup("W"), found(2)); // Still pending and readable.
+  sched.advance_time(10ms); // The retry, to the replacement.
+  sched.run();
+  CAF_CHECK(stored_as("W", 2));
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  CAF_CHECK_EQUAL(stats().pending, 0u);
+}
+
+/// A read waiting in the mailbox of a reader that is killed bounces; the
+/// buffer sends it to the replacement instead of answering the bounce.
+CAF_TEST(a read in flight when the reader dies is answered by its successor) {
+  start_with_replacements();
+  queue({make_entry("R", 1)}); // Written: only RocksDB answers it now.
+  self->request(buf, infinite, lookup_atom::value, key_of("R"));
+  run_buffer(); // The read waits in the reader's mailbox.
+  anon_send_exit(reader, exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(1));
+  CAF_CHECK_EQUAL(lookup("R"), found(1));
+}
+
+/// Without a way to replace a dead worker the buffer stops, answering what
+/// waits, instead of bouncing every request forever.
+CAF_TEST(a buffer that cannot replace a dead worker stops and answers) {
+  start();
+  self->request(buf, infinite, flush_atom::value);
+  anon_send_exit(drain, exit_reason::kill);
+  run_only(drain); // Dead before the buffer sees the flush.
+  sched.run();
+  auto err = receive_error(self);
+  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
+}
+
 CAF_TEST(bad input is answered with an error and nothing is stored) {
   start();
   auto empty_chat = make_entry("M1", 1);
@@ -721,7 +899,10 @@ CAF_TEST(bad input is answered with an error and nothing is stored) {
   auto empty_id = make_entry("", 1);
   auto short_secret = make_entry("M1", 1);
   short_secret.secret.resize(3);
-  for (const auto& bad : {empty_chat, empty_sender, empty_id, short_secret}) {
+  auto long_secret = make_entry("M1", 1);
+  long_secret.secret.resize(33, 1);
+  for (const auto& bad :
+       {empty_chat, empty_sender, empty_id, short_secret, long_secret}) {
     self->request(buf, infinite, queue_atom::value,
                   entries{make_entry("GOOD", 9), bad});
     sched.run();
@@ -730,6 +911,17 @@ CAF_TEST(bad input is answered with an error and nothing is stored) {
     CAF_CHECK_EQUAL(err.code(),
                     static_cast<uint8_t>(errc::invalid_secret_entry));
     CAF_MESSAGE("rejected: " << sys.render(err));
+  }
+  // A longer secret is refused exactly like a shorter one, naming the entry.
+  for (std::size_t size : {std::size_t{3}, std::size_t{33}}) {
+    auto bad = make_entry("M1", 1);
+    bad.secret.resize(size, 1);
+    self->request(buf, infinite, queue_atom::value,
+                  entries{make_entry("GOOD", 9), bad});
+    sched.run();
+    CAF_CHECK_EQUAL(sys.render(receive_error(self)),
+                    "invalid secret entry: the secret must be 32 bytes, got "
+                      + std::to_string(size) + " (entry 1)");
   }
   auto st = stats();
   CAF_CHECK_EQUAL(st.pending, 0u);
@@ -867,6 +1059,87 @@ CAF_TEST(the detached service writes every entry and reads it back) {
                                        << st.entries_written << " entries");
       },
       [&](error& err) { CAF_FAIL(sys.render(err)); });
+}
+
+/// A worker can die on its own (a crash, an operator's kill); the buffer
+/// monitors both and replaces a dead one. Killing the drain worker with
+/// captures pending and producers back-pressured past the limit must lose
+/// nothing: the flush completes and every entry is in RocksDB.
+CAF_TEST(a killed drain worker is replaced and nothing is lost) {
+  scoped_actor self{sys};
+  auto entries_of = [](const std::string& prefix, int n) {
+    entries xs;
+    for (int i = 0; i < n; ++i)
+      xs.push_back(make_entry(prefix + std::to_string(i),
+                              static_cast<uint8_t>(i)));
+    return xs;
+  };
+  auto flush = [&] {
+    error result;
+    self->request(service.buffer, 60s, flush_atom::value, timespan{20s})
+      .receive([](ok_atom) {}, [&](error& err) { result = std::move(err); });
+    return result;
+  };
+  auto before = entries_of("before-", 100);
+  self->send(service.buffer, queue_atom::value, before);
+  self->send_exit(service.drain, exit_reason::kill);
+  self->wait_for(service.drain);
+  // Far past the pending limit of 64: the producer waits for writes.
+  auto after = entries_of("after-", 500);
+  scoped_actor producer{sys};
+  producer->send(service.buffer, queue_atom::value, after);
+  CAF_CHECK_EQUAL(flush(), error{});
+  for (auto* xs : {&before, &after}) {
+    std::vector<secret_key> keys;
+    for (auto& x : *xs)
+      keys.push_back(x.key());
+    auto rows = storage::read_secrets(*db, keys);
+    CAF_REQUIRE(rows.engaged());
+    std::size_t missing = 0;
+    for (std::size_t i = 0; i < xs->size(); ++i)
+      if (!(*rows)[i].found || (*rows)[i].row.entry.secret != (*xs)[i].secret)
+        ++missing;
+    CAF_CHECK_EQUAL(missing, 0u);
+  }
+  // Once the drain worker was replaced, writes go on as before.
+  auto later = entries_of("later-", 10);
+  self->send(service.buffer, queue_atom::value, later);
+  CAF_CHECK_EQUAL(flush(), error{});
+  auto rows = storage::read_secrets(*db, {later.back().key()});
+  CAF_REQUIRE(rows.engaged());
+  CAF_CHECK(rows->front().found);
+}
+
+/// The same for the reader: a lookup that needs RocksDB after the reader
+/// was killed is answered from a replacement, not bounced.
+CAF_TEST(a killed reader is replaced and lookups keep working) {
+  scoped_actor self{sys};
+  entries xs;
+  for (uint8_t i = 0; i < 20; ++i)
+    xs.push_back(make_entry("R" + std::to_string(i), i));
+  self->request(service.buffer, 60s, queue_atom::value, xs)
+    .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  self->request(service.buffer, 60s, flush_atom::value)
+    .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  self->send_exit(service.reader, exit_reason::kill);
+  self->wait_for(service.reader);
+  std::vector<secret_key> keys;
+  for (auto& x : xs)
+    keys.push_back(x.key());
+  // Written and gone from the buffer: only RocksDB can answer these.
+  for (int round = 0; round < 2; ++round) {
+    self->request(service.buffer, 60s, lookup_atom::value, keys)
+      .receive(
+        [&](std::vector<secret_lookup>& answers) {
+          CAF_REQUIRE_EQUAL(answers.size(), xs.size());
+          for (std::size_t i = 0; i < xs.size(); ++i)
+            CAF_CHECK(answers[i].found && answers[i].secret == xs[i].secret);
+        },
+        [&](error& err) { CAF_FAIL(sys.render(err)); });
+    self->request(service.buffer, 60s, lookup_atom::value, keys.front())
+      .receive([&](secret_lookup& answer) { CAF_CHECK(answer.found); },
+               [&](error& err) { CAF_FAIL(sys.render(err)); });
+  }
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

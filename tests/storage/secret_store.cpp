@@ -244,6 +244,27 @@ CAF_TEST(a database in a newer format is refused with a clear error) {
                   static_cast<uint8_t>(errc::unsupported_format));
 }
 
+/// The value layout could hold up to 255 bytes, but a secret is 32: storage
+/// refuses a longer one exactly like a shorter one, with the message the
+/// buffer answers, and writes nothing of that batch.
+CAF_TEST(a secret that is not 32 bytes is refused and nothing of its batch is written) {
+  for (std::size_t size : {std::size_t{3}, std::size_t{31}, std::size_t{33},
+                           std::size_t{64}}) {
+    auto bad = make_entry("BAD", 2);
+    bad.secret.resize(size, 2);
+    auto err = write_secrets(*db, {capture(make_entry("GOOD", 1), 1),
+                                   capture(bad, 1)});
+    CAF_REQUIRE(err != caf::none);
+    CAF_CHECK_EQUAL(err.category(), errc_category);
+    CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::invalid_secret_entry));
+    CAF_REQUIRE(err.context().match_elements<std::string>());
+    CAF_CHECK_EQUAL(err.context().get_as<std::string>(0),
+                    "the secret must be 32 bytes, got " + std::to_string(size));
+  }
+  CAF_CHECK(!read("GOOD").found);
+  CAF_CHECK(!read("BAD").found);
+}
+
 CAF_TEST(a closed database answers with an error instead of crashing) {
   CAF_REQUIRE(!db->close());
   auto err = write_secrets(*db, {capture(make_entry("M", 1), 1)});
