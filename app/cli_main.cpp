@@ -21,7 +21,7 @@
 #include "app/event_lines.hpp"
 #include "app/node_client.hpp"
 #include "app/secret_lines.hpp"
-#include "messages/registration.hpp"
+#include "coalesce/messages/registration.hpp"
 
 using namespace coalesce;
 using json = nlohmann::ordered_json;

@@ -14,12 +14,12 @@
 #include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/backfill_scheduler.hpp"
-#include "actors/node_gateway.hpp"
-#include "actors/secret_buffer.hpp"
-#include "actors/timeline_actors.hpp"
+#include "coalesce/actors/backfill_scheduler.hpp"
+#include "coalesce/actors/node_gateway.hpp"
+#include "coalesce/actors/secret_buffer.hpp"
+#include "coalesce/actors/timeline_actors.hpp"
 #include "app/node_config.hpp"
-#include "storage/database.hpp"
+#include "coalesce/storage/database.hpp"
 
 #ifdef COALESCE_FAULT_SEAM
 #  include "app/fault_control.hpp"

@@ -5,7 +5,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "messages/errc.hpp"
+#include "coalesce/messages/errc.hpp"
 
 namespace coalesce {
 

@@ -11,7 +11,7 @@
 #include <caf/error.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/node_gateway.hpp"
+#include "coalesce/messages/node_interface.hpp"
 
 /// coalesce-cli's side of a conversation with a node: connecting within a
 /// timeout, and turning every failure into one of the CLI's exit codes with

@@ -7,8 +7,8 @@
 #include <caf/deep_to_string.hpp>
 #include <spdlog/common.h>
 
-#include "messages/registration.hpp"
-#include "storage/durability.hpp"
+#include "coalesce/messages/registration.hpp"
+#include "coalesce/storage/durability.hpp"
 
 namespace coalesce {
 

@@ -30,9 +30,9 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/backfill_scheduler.hpp"
-#include "actors/run_queue.hpp"
-#include "messages/registration.hpp"
+#include "coalesce/actors/backfill_scheduler.hpp"
+#include "coalesce/actors/run_queue.hpp"
+#include "coalesce/messages/registration.hpp"
 #include "bench/scheduler_decision.hpp"
 
 using namespace coalesce;

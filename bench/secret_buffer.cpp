@@ -28,11 +28,11 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/secret_buffer.hpp"
-#include "messages/registration.hpp"
-#include "storage/database.hpp"
-#include "storage/secret_merge.hpp"
-#include "storage/secret_store.hpp"
+#include "coalesce/actors/secret_buffer.hpp"
+#include "coalesce/messages/registration.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/secret_merge.hpp"
+#include "coalesce/storage/secret_store.hpp"
 
 using namespace coalesce;
 using clock_type = std::chrono::steady_clock;

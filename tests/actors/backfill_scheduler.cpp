@@ -1,14 +1,14 @@
 #define CAF_SUITE actors.backfill_scheduler
 #include <caf/test/dsl.hpp>
 
-#include "actors/backfill_scheduler.hpp"
+#include "coalesce/actors/backfill_scheduler.hpp"
 
 #include <deque>
 #include <map>
 
-#include "messages/errc.hpp"
-#include "storage/database.hpp"
-#include "storage/fault_injection.hpp"
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/fault_injection.hpp"
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -614,7 +614,7 @@ CAF_TEST(shutdown cancels every run and refuses later requests) {
   CAF_CHECK_EQUAL(result_of(running_await).reason, stop_reason::cancelled);
   CAF_CHECK_EQUAL(finished(queued).reason, stop_reason::cancelled);
   auto err = ask_error<backfill_ticket>(enqueue_atom::value, request_for("!c"));
-  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::shut_down));
+  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_shut_down));
   // A late answer of the pager changes nothing.
   release("!a", page({event("late")}));
   CAF_CHECK(at_pager().empty());

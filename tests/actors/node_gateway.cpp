@@ -1,11 +1,11 @@
 #define CAF_SUITE actors.node_gateway
 #include <caf/test/dsl.hpp>
 
-#include "actors/node_gateway.hpp"
+#include "coalesce/actors/node_gateway.hpp"
 
-#include "actors/secret_store_actors.hpp"
-#include "messages/errc.hpp"
-#include "storage/database.hpp"
+#include "coalesce/actors/secret_store_actors.hpp"
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database.hpp"
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -126,7 +126,7 @@ CAF_TEST(after shutdown every request is refused with shutting down) {
   answer.receive([&](ok_atom) { CAF_FAIL("a late queue was accepted"); },
                  [&](error& err) {
                    refused = err.code()
-                             == static_cast<uint8_t>(errc::shutting_down);
+                             == static_cast<uint8_t>(errc::node_shutting_down);
                    CAF_MESSAGE(sys.render(err));
                  });
   CAF_CHECK(refused);

@@ -1,17 +1,17 @@
 #define CAF_SUITE actors.secret_buffer
 #include <caf/test/dsl.hpp>
 
-#include "actors/secret_buffer.hpp"
+#include "coalesce/actors/secret_buffer.hpp"
 
 #include <chrono>
 #include <memory>
 
-#include "actors/secret_store_actors.hpp"
-#include "messages/errc.hpp"
-#include "storage/database.hpp"
-#include "storage/fault_injection.hpp"
-#include "storage/secret_merge.hpp"
-#include "storage/secret_store.hpp"
+#include "coalesce/actors/secret_store_actors.hpp"
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/fault_injection.hpp"
+#include "coalesce/storage/secret_merge.hpp"
+#include "coalesce/storage/secret_store.hpp"
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"

@@ -7,11 +7,11 @@
 
 #include <caf/all.hpp>
 
-#include "actors/secret_buffer.hpp"
-#include "messages/errc.hpp"
-#include "storage/database.hpp"
-#include "storage/fault_injection.hpp"
-#include "storage/secret_store.hpp"
+#include "coalesce/actors/secret_buffer.hpp"
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/fault_injection.hpp"
+#include "coalesce/storage/secret_store.hpp"
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"

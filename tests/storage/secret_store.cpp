@@ -1,15 +1,15 @@
 #define CAF_SUITE storage.secret_store
 #include <caf/test/unit_test.hpp>
 
-#include "storage/secret_store.hpp"
+#include "coalesce/storage/secret_store.hpp"
 
 #include <memory>
 
 #include <rocksdb/db.h>
 
-#include "messages/errc.hpp"
-#include "storage/database.hpp"
-#include "storage/secret_merge.hpp"
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/secret_merge.hpp"
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"

@@ -1,7 +1,7 @@
 #define CAF_SUITE storage.timeline
 #include <caf/test/dsl.hpp>
 
-#include "storage/timeline.hpp"
+#include "coalesce/storage/timeline.hpp"
 
 #include <functional>
 #include <memory>
@@ -10,10 +10,10 @@
 
 #include <rocksdb/db.h>
 
-#include "actors/timeline_actors.hpp"
-#include "messages/errc.hpp"
-#include "storage/database.hpp"
-#include "storage/timeline_codec.hpp"
+#include "coalesce/actors/timeline_actors.hpp"
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/timeline_codec.hpp"
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"

@@ -1,0 +1,177 @@
+#include "coalesce/actors/node_gateway.hpp"
+
+#include <chrono>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "coalesce/messages/errc.hpp"
+
+namespace coalesce {
+
+namespace {
+
+struct node_gateway_state {
+  static inline const char* name = "node_gateway";
+  node_services services;
+  std::chrono::steady_clock::time_point started
+    = std::chrono::steady_clock::now();
+  bool shutting_down = false;
+  uint64_t refused = 0;
+};
+
+using gateway_pointer = node_actor::stateful_pointer<node_gateway_state>;
+
+/// How long the gateway waits for one service's stats.
+constexpr auto stats_timeout = std::chrono::seconds{10};
+
+/// The error for a request that arrives after shutdown, counted once.
+caf::error refuse(gateway_pointer self) {
+  ++self->state.refused;
+  return make_error(errc::node_shutting_down,
+                    "it no longer accepts requests; retry on another node or "
+                    "after a restart");
+}
+
+/// Awaits, cancels and detaches are still served while shutting down: they
+/// concern requests already admitted, which shutdown answers.
+template <class Atom>
+constexpr bool served_while_shutting_down
+  = std::is_same<Atom, await_atom>::value
+    || std::is_same<Atom, cancel_atom>::value
+    || std::is_same<Atom, detach_atom>::value;
+
+/// The handler that forwards one message signature of a service's
+/// interface: refuse while shutting down, otherwise delegate (the service
+/// answers the caller directly and sees the caller as the requester).
+template <class Signature>
+struct forwarder;
+
+template <class Atom, class... Args, class... Outputs>
+struct forwarder<caf::typed_mpi<caf::detail::type_list<Atom, Args...>,
+                                caf::output_tuple<Outputs...>>> {
+  template <class Handle>
+  static auto make(gateway_pointer self, Handle service) {
+    return [self, service](Atom atom,
+                           Args&... args) -> caf::result<Outputs...> {
+      if (self->state.shutting_down && !served_while_shutting_down<Atom>)
+        return refuse(self);
+      return self->delegate(service, atom, std::move(args)...);
+    };
+  }
+};
+
+/// One forwarder per message of `Handle`'s interface, as a tuple.
+template <class Handle, class... Signatures>
+auto forwarders(gateway_pointer self, Handle service,
+                caf::detail::type_list<Signatures...>) {
+  return std::make_tuple(forwarder<Signatures>::make(self, service)...);
+}
+
+template <class Handle>
+auto forwarders(gateway_pointer self, Handle service) {
+  return forwarders(self, service, typename Handle::signatures{});
+}
+
+/// Asks every service for its stats and delivers `node_stats` once all have
+/// answered, or the first error.
+class stats_gathering {
+public:
+  stats_gathering(gateway_pointer self, node_stats stats,
+                  caf::typed_response_promise<node_stats> promise)
+    : self_(self),
+      state_(std::make_shared<shared>(shared{std::move(stats),
+                                             std::move(promise), 0, false})) {
+    // nop
+  }
+
+  /// Requests one service's stats into `member`.
+  template <class Handle, class Stats>
+  stats_gathering& ask(Handle service, Stats node_stats::*member) {
+    ++state_->outstanding;
+    auto state = state_;
+    self_->request(service, stats_timeout, stats_atom::value)
+      .then(
+        [state, member](Stats& answer) {
+          state->stats.*member = std::move(answer);
+          if (--state->outstanding == 0 && !state->failed)
+            state->promise.deliver(std::move(state->stats));
+        },
+        [state](caf::error& err) {
+          if (!state->failed) {
+            state->failed = true;
+            state->promise.deliver(std::move(err));
+          }
+        });
+    return *this;
+  }
+
+private:
+  struct shared {
+    node_stats stats;
+    caf::typed_response_promise<node_stats> promise;
+    int outstanding;
+    bool failed;
+  };
+
+  gateway_pointer self_;
+  std::shared_ptr<shared> state_;
+};
+
+caf::result<node_stats> gather_stats(gateway_pointer self) {
+  auto& st = self->state;
+  node_stats stats;
+  stats.uptime_s = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::steady_clock::now() - st.started)
+                     .count();
+  stats.shutting_down = st.shutting_down;
+  stats.refused_requests = st.refused;
+  auto promise = self->make_response_promise<node_stats>();
+  // A new service adds one line here (and its member of node_stats).
+  stats_gathering{self, std::move(stats), promise}
+    .ask(st.services.secrets, &node_stats::secrets)
+    .ask(st.services.scheduler, &node_stats::scheduler);
+  return promise;
+}
+
+caf::result<ok_atom> begin_shutdown(gateway_pointer self) {
+  auto sender = self->current_sender();
+  if (sender == nullptr || sender->node() != self->node())
+    return make_error(errc::not_permitted,
+                      "only the node itself may shut it down");
+  if (!self->state.shutting_down) {
+    self->state.shutting_down = true;
+    spdlog::info("gateway: shutting down, refusing remote requests");
+  }
+  return ok_atom::value;
+}
+
+node_actor::behavior_type node_gateway(gateway_pointer self,
+                                       node_services services) {
+  self->state.services = std::move(services);
+  const auto& s = self->state.services;
+  // A new service adds its forwarders here (and its requests to node_actor).
+  auto handlers = std::tuple_cat(
+    forwarders(self, caf::actor_cast<secret_buffer_requests>(s.secrets)),
+    forwarders(self, s.timeline),
+    forwarders(self, caf::actor_cast<backfill_requests>(s.scheduler)),
+    std::make_tuple([self](stats_atom) { return gather_stats(self); },
+                    [self](shutdown_atom) { return begin_shutdown(self); }));
+  return std::apply(
+    [](auto&&... fs) {
+      return node_actor::behavior_type{std::forward<decltype(fs)>(fs)...};
+    },
+    std::move(handlers));
+}
+
+} // namespace
+
+node_actor spawn_node_gateway(caf::actor_system& sys, node_services services) {
+  return sys.spawn(node_gateway, std::move(services));
+}
+
+} // namespace coalesce

@@ -1,0 +1,282 @@
+#include "coalesce/storage/database.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/options.h>
+#include <spdlog/spdlog.h>
+
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database_impl.hpp"
+#include "coalesce/storage/rocksdb_logger.hpp"
+
+namespace coalesce::storage {
+
+namespace {
+
+const char* const format_version_key = "coalesce/format-version";
+
+rocksdb::ColumnFamilyOptions family_options(const std::string& name) {
+  if (name == secrets_family)
+    return secrets_family_options();
+  // The timeline needs none of its own; a family this build does not know
+  // (written by a newer build) is opened with plain options so the database
+  // still opens, and is never written.
+  return rocksdb::ColumnFamilyOptions{};
+}
+
+/// Writes the format version into a new database, refuses a newer one.
+caf::error check_format_version(database::impl& state) {
+  std::string stored;
+  auto status = state.db->Get(rocksdb::ReadOptions{}, state.meta,
+                              format_version_key, &stored);
+  if (status.IsNotFound()) {
+    rocksdb::WriteOptions sync_write;
+    sync_write.sync = true;
+    return to_error(state.db->Put(sync_write, state.meta, format_version_key,
+                                  std::to_string(database_format_version)),
+                    "writing the format version");
+  }
+  if (!status.ok())
+    return to_error(status, "reading the format version");
+  if (stored != std::to_string(database_format_version))
+    return make_error(errc::unsupported_format,
+                      "format version " + stored + " in " + state.options.path
+                        + ", this build reads "
+                        + std::to_string(database_format_version));
+  return caf::none;
+}
+
+} // namespace
+
+caf::error to_error(const rocksdb::Status& status, const char* what) {
+  if (status.ok())
+    return caf::none;
+  auto code = status.IsCorruption() ? errc::corrupt_record
+                                    : errc::storage_failed;
+  return make_error(code, std::string{what} + ": " + status.ToString());
+}
+
+namespace {
+
+/// Opens the RocksDB instance of `state.options` into `state`: every family
+/// the directory has, plus the ones this build needs. Read-only when a
+/// writable open failed during a fault, so reads keep working meanwhile.
+caf::error open_into(database::impl& state, bool read_only = false) {
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  if (state.options.file_system)
+    state.env = rocksdb::NewCompositeEnv(state.options.file_system);
+  if (state.env)
+    db_options.env = state.env.get();
+  if (!state.info_log)
+    state.info_log = make_rocksdb_logger();
+  db_options.info_log = state.info_log;
+  // No automatic resume after a retryable error: the owner reopens after
+  // every failed write (see `reopen`), and a Close() while RocksDB's own
+  // resume thread runs hangs in RocksDB 7.8 (measured: CloseHelper waited
+  // forever with the retryable fault still present).
+  db_options.max_bgerror_resume_count = 0;
+  std::vector<std::string> names;
+  auto listed = rocksdb::DB::ListColumnFamilies(db_options, state.options.path,
+                                                &names);
+  if (!listed.ok())
+    names.clear(); // A new directory has no families yet.
+  for (const char* wanted : {meta_family, secrets_family, timeline_family})
+    if (std::find(names.begin(), names.end(), wanted) == names.end())
+      names.emplace_back(wanted);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& name : names)
+    descriptors.emplace_back(name, family_options(name));
+  state.write_options.sync = state.options.mode == durability::synced;
+  rocksdb::DB* raw = nullptr;
+  if (read_only)
+    descriptors.erase(
+      std::remove_if(descriptors.begin(), descriptors.end(),
+                     [&](const rocksdb::ColumnFamilyDescriptor& x) {
+                       return listed.ok()
+                              && std::find(names.begin(), names.end(), x.name)
+                                   == names.end();
+                     }),
+      descriptors.end());
+  auto status = read_only
+                  ? rocksdb::DB::OpenForReadOnly(db_options, state.options.path,
+                                                 descriptors, &state.families,
+                                                 &raw)
+                  : rocksdb::DB::Open(db_options, state.options.path,
+                                      descriptors, &state.families, &raw);
+  if (!status.ok())
+    return to_error(status, "opening the database");
+  state.read_only = read_only;
+  state.db.reset(raw);
+  for (auto* handle : state.families) {
+    if (handle->GetName() == meta_family)
+      state.meta = handle;
+    else if (handle->GetName() == secrets_family)
+      state.secrets = handle;
+    else if (handle->GetName() == timeline_family)
+      state.timeline = handle;
+  }
+  return read_only ? caf::none : check_format_version(state);
+}
+
+/// Releases the handles and the instance. Close() may itself fail after a
+/// fault (measured); that must not keep the instance alive, so its error is
+/// only reported.
+caf::error close_state(database::impl& state, bool sync_first) {
+  if (!state.db)
+    return caf::none;
+  caf::error sync_error;
+  if (sync_first)
+    sync_error = to_error(state.db->SyncWAL(), "syncing the WAL");
+  for (auto* handle : state.families)
+    static_cast<void>(state.db->DestroyColumnFamilyHandle(handle));
+  state.families.clear();
+  state.meta = nullptr;
+  state.secrets = nullptr;
+  state.timeline = nullptr;
+  auto close_error = to_error(state.db->Close(), "closing the database");
+  state.db.reset();
+  return sync_error ? sync_error : close_error;
+}
+
+} // namespace
+
+caf::expected<std::shared_ptr<database>>
+database::open(const database_options& options) {
+  auto state = std::make_unique<impl>();
+  state->options = options;
+  if (auto err = open_into(*state)) {
+    static_cast<void>(close_state(*state, false));
+    return err;
+  }
+  return std::make_shared<database>(std::move(state));
+}
+
+database::database(std::unique_ptr<impl> state) : impl_(std::move(state)) {
+  // nop
+}
+
+database::~database() {
+  // Deliberately ignored: a destructor cannot report, and callers that care
+  // call close() and read its error.
+  static_cast<void>(close());
+}
+
+caf::error database::sync_wal() {
+  std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
+  if (!impl_->db)
+    return make_error(errc::storage_failed, "the database is closed");
+  return to_error(impl_->db->SyncWAL(), "syncing the WAL");
+}
+
+caf::error database::close() {
+  std::unique_lock<std::shared_mutex> owner{impl_->mutex};
+  impl_->closed_by_owner = true;
+  // Syncing a WAL in an error state trips an assertion in RocksDB 7.8.
+  auto sync_first = !impl_->read_only
+                    && impl_->current_health == health::healthy;
+  return close_state(*impl_, sync_first);
+}
+
+bool database::healthy() const {
+  std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
+  return impl_->current_health == health::healthy && !impl_->read_only;
+}
+
+caf::error database::ready_for_writes() {
+  return healthy() ? caf::none : recover();
+}
+
+void database::recover_after(const caf::error& failure) {
+  if (failure.category() == errc_category
+      && failure.code() == static_cast<uint8_t>(errc::storage_failed))
+    static_cast<void>(reopen("after a failed write: " + to_string(failure)));
+}
+
+caf::error database::recover() {
+  return reopen("for writes");
+}
+
+caf::error database::reopen(const std::string& why) {
+  std::unique_lock<std::shared_mutex> owner{impl_->mutex};
+  auto& state = *impl_;
+  if (state.closed_by_owner)
+    return make_error(errc::storage_failed, "the database is closed");
+  // Always a reopen, never a wait for RocksDB's own recovery or Resume():
+  // - a fatal error (EIO on the WAL) fails Resume() (measured);
+  // - a retryable error would start RocksDB's resume thread, and a Close()
+  //   during it hangs (measured), so that thread is off (open_into);
+  // - RocksDB clears a no-space error by itself only once the disk has as
+  //   much free space as its write buffers may need (64 MiB by default):
+  //   on a filled 48 MiB tmpfs it never did, and Resume() answered Busy
+  //   throughout (measured), so the node waited forever;
+  // - a WAL writer that failed an append keeps its error even when Resume()
+  //   clears the database's, and RocksDB 7.8 as Debian builds it aborts on
+  //   the next append to it (measured with ENOSPC).
+  // A reopen starts a fresh WAL; while the disk is still full it fails
+  // (it needs a new MANIFEST, WAL and OPTIONS file), and a read-only
+  // instance serves reads until the next attempt succeeds.
+  state.set_health(health::reopening, "reopening " + why);
+  if (auto err = close_state(state, false); err && !state.read_only)
+    spdlog::warn("database {}: closing after a failure also failed "
+                 "(reopening anyway): {}",
+                 state.options.path, to_string(err));
+  if (auto err = open_into(state)) {
+    static_cast<void>(close_state(state, false));
+    state.set_health(health::down, "reopening failed, serving reads only: "
+                                     + to_string(err));
+    if (open_into(state, true))
+      static_cast<void>(close_state(state, false));
+    return err;
+  }
+  state.set_health(health::healthy, "reopened");
+  return caf::none;
+}
+
+void database::impl::set_health(health next, const std::string& detail) {
+  // A fault that persists repeats the same cycle at every retry (reopen,
+  // fail, reopen): each distinct transition is logged once a minute at
+  // most, repeats go to debug. File numbers are ignored when comparing.
+  std::string shape = std::to_string(static_cast<int>(next)) + ":";
+  for (char c : detail)
+    if (c < '0' || c > '9')
+      shape.push_back(c);
+  auto now = std::chrono::steady_clock::now();
+  auto last = logged_shapes.find(shape);
+  auto level = spdlog::level::debug;
+  if (last == logged_shapes.end() || now - last->second > std::chrono::minutes{1}) {
+    level = spdlog::level::info;
+    logged_shapes[shape] = now;
+  }
+  current_health = next;
+  switch (next) {
+    case health::healthy:
+      spdlog::log(level, "database {}: healthy{}", options.path,
+                  detail.empty() ? "" : " (" + detail + ")");
+      break;
+    case health::reopening:
+    case health::down:
+      spdlog::log(level == spdlog::level::info ? spdlog::level::err : level,
+                  "database {}: {}", options.path, detail);
+      break;
+  }
+}
+
+durability database::mode() const {
+  return impl_->options.mode;
+}
+
+const std::string& database::path() const {
+  return impl_->options.path;
+}
+
+database::impl& database::internals() {
+  return *impl_;
+}
+
+} // namespace coalesce::storage

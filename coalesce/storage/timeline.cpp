@@ -1,0 +1,236 @@
+#include "coalesce/storage/timeline.hpp"
+
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database_impl.hpp"
+#include "coalesce/storage/timeline_codec.hpp"
+
+namespace coalesce::storage {
+
+namespace {
+
+/// The codec stores every length in 4 bytes.
+bool fits_length(const std::string& x) {
+  return x.size() <= std::numeric_limits<uint32_t>::max();
+}
+
+/// An iterator over the timeline keys in [lower, upper); it owns the bounds
+/// RocksDB points to, so they live as long as the iterator.
+struct bounded_iterator {
+  bounded_iterator(database::impl& state, std::string lo, std::string hi)
+    : lower(std::move(lo)),
+      upper(std::move(hi)),
+      lower_slice(lower),
+      upper_slice(upper) {
+    rocksdb::ReadOptions options;
+    options.iterate_lower_bound = &lower_slice;
+    options.iterate_upper_bound = &upper_slice;
+    it.reset(state.db->NewIterator(options, state.timeline));
+  }
+
+  bounded_iterator(const bounded_iterator&) = delete;
+  bounded_iterator& operator=(const bounded_iterator&) = delete;
+
+  std::string lower;
+  std::string upper;
+  rocksdb::Slice lower_slice;
+  rocksdb::Slice upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it;
+};
+
+caf::error check_room(const std::string& room) {
+  if (room.empty())
+    return make_error(errc::invalid_request, "the room name is empty");
+  if (!fits_length(room))
+    return make_error(errc::invalid_request, "the room name is too long");
+  return caf::none;
+}
+
+caf::error check_event(const timeline_event& event) {
+  if (event.event_id.empty())
+    return make_error(errc::invalid_request, "an event has an empty event_id");
+  if (!fits_length(event.event_id) || !fits_length(event.type)
+      || !fits_length(event.body))
+    return make_error(errc::invalid_request,
+                      "event " + event.event_id + " has a field too long");
+  return caf::none;
+}
+
+/// Reads one counter (head or position); nullopt when it is not stored.
+caf::expected<std::optional<uint64_t>>
+read_counter(database::impl& state, const std::string& key, const char* what,
+             const std::string& room) {
+  std::string value;
+  auto status = state.db->Get(rocksdb::ReadOptions{}, state.timeline, key,
+                              &value);
+  if (status.IsNotFound())
+    return std::optional<uint64_t>{};
+  if (!status.ok())
+    return to_error(status, what);
+  auto x = decode_counter(value);
+  if (!x)
+    return make_error(errc::corrupt_record,
+                      std::string{"undecodable "} + what + " of room " + room);
+  return std::optional<uint64_t>{*x};
+}
+
+caf::error write_batch(database::impl& state, rocksdb::WriteBatch& batch,
+                       const char* what) {
+  return to_error(state.db->Write(state.write_options, &batch), what);
+}
+
+/// What every request checks first: an open database and a named room.
+caf::error check_request(const database::impl& state, const std::string& room) {
+  if (auto err = check_open(state))
+    return err;
+  return check_room(room);
+}
+
+} // namespace
+
+caf::error append_events(database& db, const std::string& room,
+                         const std::vector<timeline_event>& events) {
+  auto& state = db.internals();
+  database_use in_use{state.mutex};
+  if (auto err = check_request(state, room))
+    return err;
+  for (const auto& event : events)
+    if (auto err = check_event(event))
+      return err;
+  if (events.empty())
+    return caf::none;
+  auto head_key = encode_head_key(room);
+  auto head = read_counter(state, head_key, "the timeline head", room);
+  if (!head)
+    return std::move(head.error());
+  auto seq = head->value_or(0);
+  rocksdb::WriteBatch batch;
+  for (const auto& event : events) {
+    auto status = batch.Put(state.timeline, encode_event_key(room, seq++),
+                            encode_event_value(event));
+    if (!status.ok())
+      return to_error(status, "building the timeline batch");
+  }
+  auto status = batch.Put(state.timeline, head_key, encode_counter(seq));
+  if (!status.ok())
+    return to_error(status, "building the timeline batch");
+  return write_batch(state, batch, "appending to the timeline");
+}
+
+caf::expected<timeline_page>
+page_backwards(database& db, const std::string& room, uint32_t max_events) {
+  auto& state = db.internals();
+  database_use in_use{state.mutex};
+  if (auto err = check_request(state, room))
+    return err;
+  if (max_events == 0)
+    return make_error(errc::invalid_request,
+                      "a page must hold at least one event");
+  auto position_key = encode_position_key(room);
+  auto stored = read_counter(state, position_key, "the timeline position",
+                             room);
+  if (!stored)
+    return std::move(stored.error());
+  uint64_t position = 0;
+  if (*stored) {
+    position = **stored;
+  } else {
+    auto head = read_counter(state, encode_head_key(room),
+                             "the timeline head", room);
+    if (!head)
+      return std::move(head.error());
+    position = head->value_or(0);
+  }
+  timeline_page page;
+  page.cursor = page_cursor{position, position};
+  if (position == 0) {
+    // Nothing older: an exhausted room, or one without events.
+    page.reached_start = true;
+    return page;
+  }
+  bounded_iterator range{state, encode_event_key(room, 0),
+                         encode_event_key(room, position)};
+  auto& it = range.it;
+  uint64_t oldest = position;
+  for (it->SeekToLast(); it->Valid() && page.events.size() < max_events;
+       it->Prev()) {
+    auto key = it->key();
+    auto seq = decode_event_key(room, std::string_view{key.data(), key.size()});
+    auto value = it->value();
+    auto event = decode_event_value(
+      std::string_view{value.data(), value.size()});
+    if (!seq || !event)
+      return make_error(errc::corrupt_record,
+                        "undecodable timeline event of room " + room);
+    oldest = *seq;
+    page.events.push_back(std::move(*event));
+  }
+  // Still valid here means an older event exists beyond this batch.
+  page.reached_start = !it->Valid();
+  if (auto err = to_error(it->status(), "reading the timeline"))
+    return err;
+  page.cursor.next = oldest;
+  return page;
+}
+
+caf::error commit_page(database& db, const std::string& room,
+                       const page_cursor& cursor) {
+  auto& state = db.internals();
+  database_use in_use{state.mutex};
+  if (auto err = check_request(state, room))
+    return err;
+  if (cursor.next > cursor.read_at)
+    return make_error(errc::invalid_request,
+                      "a page cursor cannot move the position forwards");
+  if (cursor.next == cursor.read_at)
+    return caf::none;
+  auto position_key = encode_position_key(room);
+  auto stored = read_counter(state, position_key, "the timeline position",
+                             room);
+  if (!stored)
+    return std::move(stored.error());
+  if (*stored && **stored != cursor.read_at)
+    return caf::none; // Stale: the page was committed already, or reset.
+  rocksdb::WriteBatch batch;
+  auto status = batch.Put(state.timeline, position_key,
+                          encode_counter(cursor.next));
+  if (!status.ok())
+    return to_error(status, "building the timeline batch");
+  return write_batch(state, batch, "moving the timeline position");
+}
+
+caf::expected<uint64_t> count_events(database& db, const std::string& room) {
+  auto& state = db.internals();
+  database_use in_use{state.mutex};
+  if (auto err = check_request(state, room))
+    return err;
+  bounded_iterator range{state, encode_event_key(room, 0),
+                         encode_events_end_key(room)};
+  auto& it = range.it;
+  uint64_t events = 0;
+  for (it->Seek(range.lower_slice); it->Valid(); it->Next())
+    ++events;
+  if (auto err = to_error(it->status(), "counting the timeline"))
+    return err;
+  return events;
+}
+
+caf::error reset_position(database& db, const std::string& room) {
+  auto& state = db.internals();
+  database_use in_use{state.mutex};
+  if (auto err = check_request(state, room))
+    return err;
+  rocksdb::WriteBatch batch;
+  auto status = batch.Delete(state.timeline, encode_position_key(room));
+  if (!status.ok())
+    return to_error(status, "building the timeline batch");
+  return write_batch(state, batch, "resetting the timeline position");
+}
+
+} // namespace coalesce::storage
