@@ -5,10 +5,8 @@
 #include <caf/config_option_adder.hpp>
 #include <caf/config_value.hpp>
 #include <caf/deep_to_string.hpp>
-#include <spdlog/common.h>
 
 #include "coalesce/messages/registration.hpp"
-#include "coalesce/storage/durability.hpp"
 
 namespace coalesce {
 
@@ -93,85 +91,12 @@ std::string check_command_line(node_config& cfg, int argc, char** argv,
   return {};
 }
 
-/// What the types cannot say.
-std::string check_values(const node_config& cfg) {
-  if (cfg.db_path.empty())
-    return "coalesce.db-path must not be empty";
-  if (!storage::parse_durability(cfg.durability))
-    return "coalesce.durability = " + quoted(cfg.durability)
-           + " must be \"synced\" or \"buffered\"";
-  if (cfg.secrets_pending_limit == 0)
-    return "coalesce.secrets-pending-limit = 0 must be positive";
-  if (spdlog::level::from_str(cfg.log_level) == spdlog::level::off
-      && cfg.log_level != "off")
-    return "coalesce.log-level = " + quoted(cfg.log_level)
-           + " must be one of trace, debug, info, warn, error, critical, off";
-  if (cfg.host.empty())
-    return "coalesce.host must not be empty";
-  if (cfg.shutdown_timeout.count() <= 0)
-    return "coalesce.shutdown-timeout = "
-           + caf::deep_to_string(cfg.shutdown_timeout) + " must be positive";
-  if (cfg.secrets_retry_base.count() <= 0)
-    return "coalesce.secrets-retry-base = "
-           + caf::deep_to_string(cfg.secrets_retry_base) + " must be positive";
-  if (cfg.secrets_retry_max < cfg.secrets_retry_base
-      || cfg.secrets_retry_max > std::chrono::seconds{5})
-    return "coalesce.secrets-retry-max = "
-           + caf::deep_to_string(cfg.secrets_retry_max)
-           + " must lie between coalesce.secrets-retry-base and 5s";
-  if (cfg.scheduler_max_concurrent == 0)
-    return "coalesce.scheduler-max-concurrent = 0 must be positive";
-  if (cfg.scheduler_max_queued == 0)
-    return "coalesce.scheduler-max-queued = 0 must be positive";
-  if (cfg.scheduler_results_memory == 0)
-    return "coalesce.scheduler-results-memory = 0 must be positive";
-  if (cfg.scheduler_pager_timeout.count() <= 0)
-    return "coalesce.scheduler-pager-timeout = "
-           + caf::deep_to_string(cfg.scheduler_pager_timeout)
-           + " must be positive";
-  if (cfg.stats_interval.count() < 0)
-    return "coalesce.stats-interval = "
-           + caf::deep_to_string(cfg.stats_interval)
-           + " must not be negative";
-  return {};
-}
-
 } // namespace
 
 node_config::node_config() {
   register_message_types(*this);
-  opt_group{custom_options_, group}
-    .add(db_path, "db-path", "directory of the RocksDB database")
-    .add(durability, "durability",
-         "\"synced\" (fsync per batch) or \"buffered\" (no fsync)")
-    .add(secrets_pending_limit, "secrets-pending-limit",
-         "distinct pending secrets before producers wait (> 0)")
-    .add(log_level, "log-level",
-         "trace, debug, info, warn, error, critical or off")
-    .add(host, "host", "address to accept connections on")
-    .add(port, "port", "port to accept connections on (0: any free port)")
-    .add(shutdown_timeout, "shutdown-timeout",
-         "how long sealing and flushing may take on shutdown (e.g. 30s)")
-    .add(stats_interval, "stats-interval",
-         "how often a stats line is logged (e.g. 60s; 0s: never)")
-    .add(secrets_retry_base, "secrets-retry-base",
-         "first delay before a failed write is retried (e.g. 10ms)")
-    .add(secrets_retry_max, "secrets-retry-max",
-         "longest delay between retries of a failed write (<= 5s)")
-    .add(scheduler_max_concurrent, "scheduler-max-concurrent",
-         "back-pagination runs at once (> 0)")
-    .add(scheduler_max_queued, "scheduler-max-queued",
-         "distinct back-pagination runs that may wait (> 0)")
-    .add(scheduler_max_concurrent_low, "scheduler-max-concurrent-low",
-         "low-priority runs at once (0: no cap)")
-    .add(scheduler_max_concurrent_normal, "scheduler-max-concurrent-normal",
-         "normal-priority runs at once (0: no cap)")
-    .add(scheduler_max_concurrent_high, "scheduler-max-concurrent-high",
-         "high-priority runs at once (0: no cap)")
-    .add(scheduler_pager_timeout, "scheduler-pager-timeout",
-         "how long one batch may take before a run fails (e.g. 30s)")
-    .add(scheduler_results_memory, "scheduler-results-memory",
-         "bytes of finished backfill results kept for a later await (> 0)");
+  caf::config_option_adder adder{custom_options_, group};
+  settings.add_to(adder);
 }
 
 std::string load_node_config(node_config& cfg, int argc, char** argv) {
@@ -189,7 +114,7 @@ std::string load_node_config(node_config& cfg, int argc, char** argv) {
     return {};
   if (!cfg.remainder.empty())
     return "unexpected argument " + quoted(cfg.remainder.front());
-  return check_values(cfg);
+  return cfg.settings.validate(group);
 }
 
 } // namespace coalesce

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
@@ -96,6 +97,16 @@ struct scheduler_options {
   /// `result_bookkeeping_bytes` per result); the oldest are forgotten
   /// first.
   std::size_t results_memory = std::size_t{64} << 20;
+
+  /// Registers the settings under a config group (`scheduler-max-concurrent`,
+  /// `scheduler-max-queued`, `scheduler-max-concurrent-{low,normal,high}`,
+  /// `scheduler-pager-timeout`, `scheduler-results-memory`), each described
+  /// with its default; parsing the config then writes into this object.
+  void add_to(caf::config_option_adder& adder);
+
+  /// Empty when the settings are valid, else one sentence naming the key
+  /// (as `GROUP.KEY`) and what is wrong with its value.
+  std::string validate(const std::string& group = "coalesce") const;
 };
 
 scheduler_actor spawn_backfill_scheduler(caf::actor_system& sys,

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/fwd.hpp>
@@ -86,6 +87,15 @@ struct secret_buffer_options {
   caf::timespan retry_base = std::chrono::milliseconds{10};
   /// Longest delay between retries of a failed batch.
   caf::timespan retry_max = std::chrono::seconds{2};
+
+  /// Registers the settings under a config group (`secrets-pending-limit`,
+  /// `secrets-retry-base`, `secrets-retry-max`), each described with its
+  /// default; parsing the config then writes into this object.
+  void add_to(caf::config_option_adder& adder);
+
+  /// Empty when the settings are valid, else one sentence naming the key
+  /// (as `GROUP.KEY`) and what is wrong with its value.
+  std::string validate(const std::string& group = "coalesce") const;
 };
 
 /// Spawns a replacement for a drain worker or reader that died.

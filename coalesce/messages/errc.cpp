@@ -28,6 +28,8 @@ std::string to_string(errc x) {
       return "service_shut_down";
     case errc::await_replaced:
       return "await_replaced";
+    case errc::node_unreachable:
+      return "node_unreachable";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }
@@ -58,6 +60,8 @@ std::string describe(errc x) {
       return "the service is shut down";
     case errc::await_replaced:
       return "a later await for the same ticket replaced this one";
+    case errc::node_unreachable:
+      return "the node cannot be reached";
   }
   return to_string(x);
 }

@@ -41,6 +41,9 @@ enum class errc : uint8_t {
   /// A later await for the same ticket replaced this one: a ticket has one
   /// parked await, the newest (an await is re-sent after it timed out).
   await_replaced = 12,
+  /// No coalesce node answered at an address within the timeout (or the
+  /// peer there is not one).
+  node_unreachable = 13,
 };
 
 /// The category atom of coalesce's errors.

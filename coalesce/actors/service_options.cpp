@@ -1,0 +1,93 @@
+// The services' settings: registration with CAF's config and validation,
+// one place for each setting's key, description, default and rule.
+
+#include <caf/config_option_adder.hpp>
+#include <caf/make_config_option.hpp>
+#include <caf/deep_to_string.hpp>
+
+#include "coalesce/actors/backfill_scheduler.hpp"
+#include "coalesce/actors/secret_buffer.hpp"
+
+namespace coalesce {
+
+namespace {
+
+/// "what it is (rule; default X)": --long-help then shows every default.
+template <class T>
+std::string described(const char* what, const T& default_value) {
+  return std::string{what} + "; default " + caf::deep_to_string(default_value);
+}
+
+std::string key(const std::string& group, const char* name) {
+  return group + "." + name;
+}
+
+} // namespace
+
+void secret_buffer_options::add_to(caf::config_option_adder& adder) {
+  adder
+    .add(pending_limit, "secrets-pending-limit",
+         described("distinct pending secrets before producers wait (> 0)",
+                   pending_limit))
+    .add(retry_base, "secrets-retry-base",
+         described("first delay before a failed write is retried (> 0)",
+                   retry_base))
+    .add(retry_max, "secrets-retry-max",
+         described("longest delay between retries of a failed write "
+                   "(secrets-retry-base..5s)",
+                   retry_max));
+}
+
+std::string secret_buffer_options::validate(const std::string& group) const {
+  if (pending_limit == 0)
+    return key(group, "secrets-pending-limit") + " = 0 must be positive";
+  if (retry_base.count() <= 0)
+    return key(group, "secrets-retry-base") + " = "
+           + caf::deep_to_string(retry_base) + " must be positive";
+  if (retry_max < retry_base || retry_max > std::chrono::seconds{5})
+    return key(group, "secrets-retry-max") + " = "
+           + caf::deep_to_string(retry_max) + " must lie between "
+           + key(group, "secrets-retry-base") + " and 5s";
+  return {};
+}
+
+void scheduler_options::add_to(caf::config_option_adder& adder) {
+  adder
+    .add(limits.max_concurrent, "scheduler-max-concurrent",
+         described("back-pagination runs at once (> 0)",
+                   limits.max_concurrent))
+    .add(limits.max_queued, "scheduler-max-queued",
+         described("distinct back-pagination runs that may wait (> 0)",
+                   limits.max_queued))
+    .add(limits.max_per_priority[0], "scheduler-max-concurrent-low",
+         described("low-priority runs at once (0: no cap)",
+                   limits.max_per_priority[0]))
+    .add(limits.max_per_priority[1], "scheduler-max-concurrent-normal",
+         described("normal-priority runs at once (0: no cap)",
+                   limits.max_per_priority[1]))
+    .add(limits.max_per_priority[2], "scheduler-max-concurrent-high",
+         described("high-priority runs at once (0: no cap)",
+                   limits.max_per_priority[2]))
+    .add(pager_timeout, "scheduler-pager-timeout",
+         described("how long one batch may take before a run fails (> 0)",
+                   pager_timeout))
+    .add(results_memory, "scheduler-results-memory",
+         described("bytes of finished backfill results kept for a later "
+                   "await (> 0)",
+                   results_memory));
+}
+
+std::string scheduler_options::validate(const std::string& group) const {
+  if (limits.max_concurrent == 0)
+    return key(group, "scheduler-max-concurrent") + " = 0 must be positive";
+  if (limits.max_queued == 0)
+    return key(group, "scheduler-max-queued") + " = 0 must be positive";
+  if (results_memory == 0)
+    return key(group, "scheduler-results-memory") + " = 0 must be positive";
+  if (pager_timeout.count() <= 0)
+    return key(group, "scheduler-pager-timeout") + " = "
+           + caf::deep_to_string(pager_timeout) + " must be positive";
+  return {};
+}
+
+} // namespace coalesce

@@ -1,0 +1,116 @@
+#include "coalesce/node/node.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "coalesce/actors/node_gateway.hpp"
+#include "coalesce/node/services.hpp"
+
+namespace coalesce {
+
+namespace {
+
+std::string describe(const secret_buffer_stats& x) {
+  return fmt::format("pending={} waiting_producers={} held_entries={} "
+                     "batches_written={} entries_written={} failed_batches={} "
+                     "last_batch_size={} last_write_us={} force_buffered={} "
+                     "retries={} failing_for_ms={}",
+                     x.pending, x.waiting_producers, x.held_entries,
+                     x.batches_written, x.entries_written, x.failed_batches,
+                     x.last_batch_size, x.last_write_latency_us,
+                     x.force_buffered, x.retries, x.failing_for_ms);
+}
+
+/// Logs the node's counters every `interval` until it is told to stop.
+caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
+                             caf::timespan interval) {
+  self->delayed_send(self, interval, caf::tick_atom::value);
+  return {
+    [=](caf::tick_atom) {
+      self->request(gateway, std::chrono::seconds{10}, stats_atom::value)
+        .then(
+          [](node_stats& stats) {
+            const auto& s = stats.scheduler;
+            spdlog::info("stats: uptime_s={} refused_requests={} secrets: {} "
+                         "scheduler: queued_low={} queued_normal={} "
+                         "queued_high={} running={} coalesced_joins={}",
+                         stats.uptime_s, stats.refused_requests,
+                         describe(stats.secrets), s.queued[0], s.queued[1],
+                         s.queued[2], s.running, s.coalesced_joins);
+          },
+          [self](caf::error& err) {
+            spdlog::warn("stats: no answer from the gateway: {}",
+                         self->system().render(err));
+          });
+      self->delayed_send(self, interval, caf::tick_atom::value);
+    },
+  };
+}
+
+void stop_gateway(caf::actor_system& sys, const node_actor& gateway) {
+  caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+  caf::scoped_actor self{sys};
+  self->wait_for(gateway);
+}
+
+} // namespace
+
+int run_node(caf::actor_system& sys, const node_settings& settings,
+             const sigset_t& shutdown_signals) {
+  auto services = start_services(sys, settings.services);
+  if (!services) {
+    spdlog::critical("cannot start the services: {}",
+                     sys.render(services.error()));
+    return EXIT_FAILURE;
+  }
+  auto& local = **services;
+  auto gateway = spawn_node_gateway(
+    sys, node_services{local.secret_buffer(), local.scheduler(),
+                       local.timeline()});
+  auto port = sys.middleman().publish(gateway, settings.port,
+                                      settings.host.c_str(), true);
+  if (!port) {
+    spdlog::critical("cannot listen on {}:{}: {}", settings.host,
+                     settings.port, sys.render(port.error()));
+    stop_gateway(sys, gateway);
+    local.stop(settings.shutdown_timeout);
+    return EXIT_FAILURE;
+  }
+  spdlog::info("listening on {}:{}", settings.host, *port);
+  caf::actor reporter;
+  if (settings.stats_interval.count() > 0)
+    reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
+
+  int signal = 0;
+  sigwait(&shutdown_signals, &signal);
+  spdlog::info("received {}, shutting down within {}",
+               signal == SIGINT ? "SIGINT" : "SIGTERM",
+               caf::deep_to_string(settings.shutdown_timeout));
+  if (reporter)
+    caf::anon_send_exit(reporter, caf::exit_reason::user_shutdown);
+  // One deadline for the whole shutdown.
+  auto deadline = std::chrono::steady_clock::now() + settings.shutdown_timeout;
+  {
+    caf::scoped_actor self{sys};
+    self->request(gateway, settings.shutdown_timeout, shutdown_atom::value)
+      .receive([](ok_atom) {}, [](caf::error&) {});
+  }
+  auto left = std::chrono::duration_cast<caf::timespan>(
+    deadline - std::chrono::steady_clock::now());
+  auto written = local.stop(std::max<caf::timespan>(
+    left, std::chrono::milliseconds{1}));
+  static_cast<void>(sys.middleman().unpublish(gateway, *port));
+  stop_gateway(sys, gateway);
+  auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;
+  spdlog::info("stopped ({})", status == EXIT_SUCCESS
+                                 ? "everything written"
+                                 : "NOT everything was written");
+  return status;
+}
+
+} // namespace coalesce
