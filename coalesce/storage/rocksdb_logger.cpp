@@ -65,6 +65,13 @@ bool is_routine_dump(std::string_view text) {
          || text.find("VersionEdit {") != std::string_view::npos;
 }
 
+/// RocksDB logs an error for the directory of a database it is about to
+/// create; a node starting on a fresh path is no error.
+bool is_new_directory(std::string_view text) {
+  return text.find("Error when reading") != std::string_view::npos
+         && text.find("dir NotFound") != std::string_view::npos;
+}
+
 /// RocksDB repeats its warnings at every retry while a fault lasts (a
 /// failed open every few seconds while a disk is full): each shape of
 /// message (digits ignored, so file numbers do not count) reaches the
@@ -139,6 +146,8 @@ private:
     while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
       text.pop_back(); // spdlog ends the line itself.
     if (level == spdlog::level::info && is_routine_dump(text))
+      level = spdlog::level::debug;
+    if (level == spdlog::level::err && is_new_directory(text))
       level = spdlog::level::debug;
     if (level >= spdlog::level::warn && repeats_.seen_recently(text))
       level = spdlog::level::debug;
