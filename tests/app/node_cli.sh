@@ -116,6 +116,42 @@ test_stats_is_one_json_object() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+test_the_timeout_reads_durations_as_the_config_file_does() {
+  start_node durations || { CURRENT_OK=0; return; }
+  local duration rc
+  for duration in 1min 1h 250ms 2s; do
+    cli --timeout="$duration" stats >/dev/null 2>"$WORK/duration.err"
+    rc=$?
+    check "--timeout=$duration is accepted (got $rc: $(cat "$WORK/duration.err"))" [ "$rc" = 0 ]
+  done
+  for duration in 5 soon 5sec 0s -1s; do
+    cli --timeout="$duration" stats >/dev/null 2>"$WORK/duration.err"
+    rc=$?
+    check "--timeout=$duration is a usage error (got $rc)" [ "$rc" = 2 ]
+    check "--timeout=$duration: the sentence names --timeout" grep -q -- "--timeout" "$WORK/duration.err"
+    check "--timeout=$duration: one sentence on stderr" [ "$(wc -l <"$WORK/duration.err")" = 1 ]
+  done
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_stats_json_carries_every_counter_of_the_stats_types() {
+  start_node counters || { CURRENT_OK=0; return; }
+  local out
+  out=$(cli stats)
+  local field
+  for field in uptime_s shutting_down refused_requests pending waiting_producers \
+      held_entries batches_written entries_written failed_batches last_batch_size \
+      last_write_latency_us force_buffered sealed retries failing_for_ms last_error \
+      running coalesced_joins events_bytes_held parked_awaits results_kept \
+      results_bytes results_forgotten; do
+    check "stats carry \"$field\" (got: $out)" grep -q "\"$field\":" <<<"$out"
+  done
+  check "the scheduler's queued runs by priority, then the newer counters" \
+    grep -q '"scheduler":{"queued":{"low":0,"normal":0,"high":0},"running":0,"coalesced_joins":0,"finished":{"stop_condition_met":0,"reached_timeline_start":0,"no_data_available":0,"batch_limit_reached":0,"failed":0,"cancelled":0},"events_bytes_held":0,"parked_awaits":0,"results_kept":0,"results_bytes":0,"results_forgotten":0}' <<<"$out"
+  check "the last error is a string" grep -q '"last_error":""' <<<"$out"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
 test_load_prints_a_json_summary() {
   start_node load || { CURRENT_OK=0; return; }
   local out
@@ -333,6 +369,8 @@ run_test "bad input is refused and the node keeps serving"
 run_test "an unreachable node exits 3 within the timeout"
 run_test "a stopped node exits 3 within the timeout"
 run_test "stats is one json object"
+run_test "stats json carries every counter of the stats types"
+run_test "the timeout reads durations as the config file does"
 run_test "load prints a json summary"
 run_test "timeline append and backfill through the cli"
 run_test "a node whose disk never recovers exits non zero and counts the loss"
