@@ -361,6 +361,23 @@ test_scripts_run_starts_a_node_that_stops_cleanly() {
   check "with exit 0 (got $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
 }
 
+test_scripts_run_builds_only_the_node_and_the_cli() {
+  # A fresh build directory, and make's dry run (-n, and -k to go on past
+  # the links whose libraries a dry run does not make): the compile commands
+  # scripts/run would run, without running them.
+  local build="$WORK/fresh-build"
+  check "a fresh build directory configures" \
+    cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  MAKEFLAGS=-nk COALESCE_BUILD="$build" "$ROOT/scripts/run" --coalesce.port=0 \
+    --coalesce.db-path="$WORK/dry.db" >"$WORK/dry.log" 2>&1
+  local compiled
+  compiled=$(grep -o -- "-c $ROOT/[^ ]*\.cpp" "$WORK/dry.log" | sed "s|-c $ROOT/||" | sort -u)
+  check "it compiles the node (got: $compiled)" grep -qx "app/main.cpp" <<<"$compiled"
+  check "it compiles the CLI" grep -qx "app/cli_main.cpp" <<<"$compiled"
+  check "no test" [ -z "$(grep "^tests/" <<<"$compiled")" ]
+  check "no benchmark" [ -z "$(grep "^bench/" <<<"$compiled")" ]
+}
+
 run_test "bulk put and get through stdin"
 run_test "flushed entries survive sigkill"
 run_test "sigterm without flush writes everything"
@@ -376,5 +393,6 @@ run_test "timeline append and backfill through the cli"
 run_test "a node whose disk never recovers exits non zero and counts the loss"
 run_test "wrongly typed settings are refused"
 run_test "scripts run starts a node that stops cleanly"
+run_test "scripts run builds only the node and the cli"
 
 finish_tests
