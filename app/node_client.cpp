@@ -1,13 +1,34 @@
 #include "app/node_client.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <iostream>
 
-#include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
 #include "coalesce/messages/errc.hpp"
 
 namespace coalesce {
+
+int fail(const cli_failure& failure) {
+  std::cerr << "coalesce-cli: " << failure.sentence << '\n';
+  return failure.code;
+}
+
+int usage(const std::string& sentence) {
+  return fail({exit_usage, sentence});
+}
+
+std::optional<caf::timespan> parse_duration(const std::string& text) {
+  // The config file's own parser: "5" is an integer there, not a duration.
+  auto value = caf::config_value::parse(text);
+  if (!value)
+    return std::nullopt;
+  auto duration = caf::get_if<caf::timespan>(&*value);
+  if (duration == nullptr || duration->count() <= 0)
+    return std::nullopt;
+  return *duration;
+}
 
 std::optional<cli_failure> connect_node(caf::actor_system& sys,
                                         const std::string& host, uint16_t port,
@@ -140,6 +161,34 @@ caf::actor spawn_queue_pipeline(caf::actor_system& sys, node_actor node,
                                 std::shared_ptr<queue_report> report) {
   return sys.spawn(queue_pipeline, std::move(node), std::move(batches), window,
                    timeout, std::move(progress), std::move(report));
+}
+
+void await_queue_pipeline(caf::actor_system& sys, const caf::actor& pipeline,
+                          const std::atomic<uint64_t>& progress,
+                          uint64_t total, bool show_progress) {
+  caf::scoped_actor self{sys};
+  self->monitor(pipeline);
+  bool done = false;
+  auto draw = [&] {
+    if (!show_progress)
+      return;
+    auto acknowledged = progress.load();
+    auto fraction = total == 0 ? 1.0 : double(acknowledged) / total;
+    int filled = static_cast<int>(fraction * 40);
+    std::fprintf(stderr, "\r[%s%s] %3d%% %llu/%llu entries",
+                 std::string(filled, '#').c_str(),
+                 std::string(40 - filled, ' ').c_str(),
+                 static_cast<int>(fraction * 100),
+                 static_cast<unsigned long long>(acknowledged),
+                 static_cast<unsigned long long>(total));
+  };
+  while (!done) {
+    self->receive([&](caf::down_msg&) { done = true; },
+                  caf::after(std::chrono::milliseconds{200}) >> draw);
+  }
+  draw();
+  if (show_progress)
+    std::fputc('\n', stderr);
 }
 
 } // namespace coalesce

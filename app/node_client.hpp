@@ -1,21 +1,21 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <caf/actor_system.hpp>
-#include <caf/error.hpp>
-#include <caf/timespan.hpp>
+#include <caf/all.hpp>
 
 #include "coalesce/messages/node_interface.hpp"
 
 /// coalesce-cli's side of a conversation with a node: connecting within a
-/// timeout, and turning every failure into one of the CLI's exit codes with
-/// one plain sentence.
+/// timeout, one session every command talks through, and turning every
+/// failure into one of the CLI's exit codes with one plain sentence. The one
+/// CAF-heavy part of the CLI the command groups share.
 namespace coalesce {
 
 /// The exit codes of coalesce-cli.
@@ -32,6 +32,27 @@ struct cli_failure {
   std::string sentence;
 };
 
+/// Prints the failure's sentence on stderr; returns its exit code.
+int fail(const cli_failure& failure);
+
+/// A usage error: exit 2 with `sentence`.
+int usage(const std::string& sentence);
+
+/// A duration in the syntax of the config file (CAF's: 500ms, 5s, 1min,
+/// 1h, ...), or nothing if `text` is none or not positive.
+std::optional<caf::timespan> parse_duration(const std::string& text);
+
+/// Where and how patiently the CLI talks to a node.
+struct node_address {
+  std::string host = "127.0.0.1";
+  uint16_t port = 4300;
+  caf::timespan timeout = std::chrono::seconds{5};
+
+  std::string where() const {
+    return host + ":" + std::to_string(port);
+  }
+};
+
 /// Connects to the gateway at host:port. `remote_actor` alone can hang on a
 /// peer that accepts and stays silent, so this asks the middleman actor with
 /// a timed request instead.
@@ -43,6 +64,39 @@ std::optional<cli_failure> connect_node(caf::actor_system& sys,
 /// The exit code and sentence for an error a request to the node ended in.
 cli_failure classify(caf::actor_system& sys, const caf::error& err,
                      const std::string& where, caf::timespan timeout);
+
+/// A connected session with one node. Every request goes out from the same
+/// actor: the node watches the actor that enqueued a backfill, and its end
+/// would cancel the run.
+struct session {
+  session(caf::actor_system& sys, node_address address)
+    : sys(sys), address(std::move(address)), self(sys) {
+    // nop
+  }
+
+  caf::actor_system& sys;
+  node_address address;
+  caf::scoped_actor self;
+  node_actor node;
+
+  caf::timespan timeout() const {
+    return address.timeout;
+  }
+
+  cli_failure failure(const caf::error& err) const {
+    return classify(sys, err, address.where(), address.timeout);
+  }
+
+  /// One request and its answer, or the failure it ended in.
+  template <class T, class... Ts>
+  std::optional<cli_failure> ask(T& result, Ts&&... xs) {
+    std::optional<cli_failure> failed;
+    self->request(node, address.timeout, std::forward<Ts>(xs)...)
+      .receive([&](T& x) { result = std::move(x); },
+               [&](caf::error& err) { failed = failure(err); });
+    return failed;
+  }
+};
 
 /// What a run of queue requests achieved.
 struct queue_report {
@@ -64,5 +118,11 @@ caf::actor spawn_queue_pipeline(caf::actor_system& sys, node_actor node,
                                 std::size_t window, caf::timespan timeout,
                                 std::shared_ptr<std::atomic<uint64_t>> progress,
                                 std::shared_ptr<queue_report> report);
+
+/// Returns once `pipeline` terminated, drawing a progress bar of
+/// `progress` out of `total` entries on stderr if `show_progress`.
+void await_queue_pipeline(caf::actor_system& sys, const caf::actor& pipeline,
+                          const std::atomic<uint64_t>& progress,
+                          uint64_t total, bool show_progress);
 
 } // namespace coalesce

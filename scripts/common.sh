@@ -28,9 +28,21 @@ coalesce_install_packages() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# coalesce_build [extra cmake arguments...]
-coalesce_build() {
+# coalesce_configure [extra cmake arguments...]
+coalesce_configure() {
   coalesce_install_packages
   cmake -S "$COALESCE_ROOT" -B "$COALESCE_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+}
+
+# coalesce_build [extra cmake arguments...]: everything, tests and
+# benchmarks included.
+coalesce_build() {
+  coalesce_configure "$@"
   cmake --build "$COALESCE_BUILD" -j2
+}
+
+# coalesce_build_targets TARGET...: only these targets and what they need.
+coalesce_build_targets() {
+  coalesce_configure
+  cmake --build "$COALESCE_BUILD" -j2 --target "$@"
 }

@@ -6,6 +6,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "coalesce/messages/named_fields.hpp"
+
 /// The back-pagination scheduler's messages: requests to load older history
 /// of a room, the events pagers answer with, and how runs end. Stop
 /// conditions are data so that they cross nodes.
@@ -221,11 +223,36 @@ struct scheduler_stats {
   uint64_t results_forgotten = 0;
 };
 
+/// Names the index of a per-priority counter ("low", "normal", "high").
+inline std::string priority_name(std::size_t index) {
+  return to_string(static_cast<priority>(index));
+}
+
+/// Names the index of a per-stop_reason counter.
+inline std::string stop_reason_name(std::size_t index) {
+  return to_string(static_cast<stop_reason>(index));
+}
+
+/// Its fields with their names, in wire order (see named_fields.hpp).
+template <class F>
+auto with_named_fields(scheduler_stats& x, F&& f) {
+  return f(indexed_field("queued", x.queued, priority_name),
+           field("running", x.running),
+           field("coalesced_joins", x.coalesced_joins),
+           indexed_field("finished", x.finished, stop_reason_name),
+           field("events_bytes_held", x.events_bytes_held),
+           field("parked_awaits", x.parked_awaits),
+           field("results_kept", x.results_kept),
+           field("results_bytes", x.results_bytes),
+           field("results_forgotten", x.results_forgotten));
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
-  return f(caf::meta::type_name("scheduler_stats"), x.queued, x.running,
-           x.coalesced_joins, x.finished, x.events_bytes_held, x.parked_awaits,
-           x.results_kept, x.results_bytes, x.results_forgotten);
+  return with_named_fields(x, [&](auto... fields) {
+    return inspect_named_fields(f, caf::meta::type_name("scheduler_stats"),
+                                fields...);
+  });
 }
 
 } // namespace coalesce

@@ -22,10 +22,21 @@ struct node_stats {
   scheduler_stats scheduler;
 };
 
+/// Its fields with their names, in wire order (see named_fields.hpp).
+template <class F>
+auto with_named_fields(node_stats& x, F&& f) {
+  return f(field("uptime_s", x.uptime_s),
+           field("shutting_down", x.shutting_down),
+           field("refused_requests", x.refused_requests),
+           field("secrets", x.secrets), field("scheduler", x.scheduler));
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
-  return f(caf::meta::type_name("node_stats"), x.uptime_s, x.shutting_down,
-           x.refused_requests, x.secrets, x.scheduler);
+  return with_named_fields(x, [&](auto... fields) {
+    return inspect_named_fields(f, caf::meta::type_name("node_stats"),
+                                fields...);
+  });
 }
 
 } // namespace coalesce

@@ -5,6 +5,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "coalesce/messages/named_fields.hpp"
+
 namespace coalesce {
 
 /// Counters of the secret buffer, answered to `stats`. Cumulative counters
@@ -42,13 +44,29 @@ struct secret_buffer_stats {
   std::string last_error;
 };
 
+/// Its fields with their names, in wire order (see named_fields.hpp).
+template <class F>
+auto with_named_fields(secret_buffer_stats& x, F&& f) {
+  return f(field("pending", x.pending),
+           field("waiting_producers", x.waiting_producers),
+           field("held_entries", x.held_entries),
+           field("batches_written", x.batches_written),
+           field("entries_written", x.entries_written),
+           field("failed_batches", x.failed_batches),
+           field("last_batch_size", x.last_batch_size),
+           field("last_write_latency_us", x.last_write_latency_us),
+           field("force_buffered", x.force_buffered),
+           field("sealed", x.sealed), field("retries", x.retries),
+           field("failing_for_ms", x.failing_for_ms),
+           field("last_error", x.last_error));
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, secret_buffer_stats& x) {
-  return f(caf::meta::type_name("secret_buffer_stats"), x.pending,
-           x.waiting_producers, x.held_entries, x.batches_written,
-           x.entries_written, x.failed_batches, x.last_batch_size,
-           x.last_write_latency_us, x.force_buffered, x.sealed, x.retries,
-           x.failing_for_ms, x.last_error);
+  return with_named_fields(x, [&](auto... fields) {
+    return inspect_named_fields(
+      f, caf::meta::type_name("secret_buffer_stats"), fields...);
+  });
 }
 
 } // namespace coalesce

@@ -116,6 +116,42 @@ test_stats_is_one_json_object() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+test_the_timeout_reads_durations_as_the_config_file_does() {
+  start_node durations || { CURRENT_OK=0; return; }
+  local duration rc
+  for duration in 1min 1h 250ms 2s; do
+    cli --timeout="$duration" stats >/dev/null 2>"$WORK/duration.err"
+    rc=$?
+    check "--timeout=$duration is accepted (got $rc: $(cat "$WORK/duration.err"))" [ "$rc" = 0 ]
+  done
+  for duration in 5 soon 5sec 0s -1s; do
+    cli --timeout="$duration" stats >/dev/null 2>"$WORK/duration.err"
+    rc=$?
+    check "--timeout=$duration is a usage error (got $rc)" [ "$rc" = 2 ]
+    check "--timeout=$duration: the sentence names --timeout" grep -q -- "--timeout" "$WORK/duration.err"
+    check "--timeout=$duration: one sentence on stderr" [ "$(wc -l <"$WORK/duration.err")" = 1 ]
+  done
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_stats_json_carries_every_counter_of_the_stats_types() {
+  start_node counters || { CURRENT_OK=0; return; }
+  local out
+  out=$(cli stats)
+  local field
+  for field in uptime_s shutting_down refused_requests pending waiting_producers \
+      held_entries batches_written entries_written failed_batches last_batch_size \
+      last_write_latency_us force_buffered sealed retries failing_for_ms last_error \
+      running coalesced_joins events_bytes_held parked_awaits results_kept \
+      results_bytes results_forgotten; do
+    check "stats carry \"$field\" (got: $out)" grep -q "\"$field\":" <<<"$out"
+  done
+  check "the scheduler's queued runs by priority, then the newer counters" \
+    grep -q '"scheduler":{"queued":{"low":0,"normal":0,"high":0},"running":0,"coalesced_joins":0,"finished":{"stop_condition_met":0,"reached_timeline_start":0,"no_data_available":0,"batch_limit_reached":0,"failed":0,"cancelled":0},"events_bytes_held":0,"parked_awaits":0,"results_kept":0,"results_bytes":0,"results_forgotten":0}' <<<"$out"
+  check "the last error is a string" grep -q '"last_error":""' <<<"$out"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
 test_load_prints_a_json_summary() {
   start_node load || { CURRENT_OK=0; return; }
   local out
@@ -325,6 +361,23 @@ test_scripts_run_starts_a_node_that_stops_cleanly() {
   check "with exit 0 (got $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
 }
 
+test_scripts_run_builds_only_the_node_and_the_cli() {
+  # A fresh build directory, and make's dry run (-n, and -k to go on past
+  # the links whose libraries a dry run does not make): the compile commands
+  # scripts/run would run, without running them.
+  local build="$WORK/fresh-build"
+  check "a fresh build directory configures" \
+    cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  MAKEFLAGS=-nk COALESCE_BUILD="$build" "$ROOT/scripts/run" --coalesce.port=0 \
+    --coalesce.db-path="$WORK/dry.db" >"$WORK/dry.log" 2>&1
+  local compiled
+  compiled=$(grep -o -- "-c $ROOT/[^ ]*\.cpp" "$WORK/dry.log" | sed "s|-c $ROOT/||" | sort -u)
+  check "it compiles the node (got: $compiled)" grep -qx "app/main.cpp" <<<"$compiled"
+  check "it compiles the CLI" grep -qx "app/cli_main.cpp" <<<"$compiled"
+  check "no test" [ -z "$(grep "^tests/" <<<"$compiled")" ]
+  check "no benchmark" [ -z "$(grep "^bench/" <<<"$compiled")" ]
+}
+
 run_test "bulk put and get through stdin"
 run_test "flushed entries survive sigkill"
 run_test "sigterm without flush writes everything"
@@ -333,10 +386,13 @@ run_test "bad input is refused and the node keeps serving"
 run_test "an unreachable node exits 3 within the timeout"
 run_test "a stopped node exits 3 within the timeout"
 run_test "stats is one json object"
+run_test "stats json carries every counter of the stats types"
+run_test "the timeout reads durations as the config file does"
 run_test "load prints a json summary"
 run_test "timeline append and backfill through the cli"
 run_test "a node whose disk never recovers exits non zero and counts the loss"
 run_test "wrongly typed settings are refused"
 run_test "scripts run starts a node that stops cleanly"
+run_test "scripts run builds only the node and the cli"
 
 finish_tests

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/node_client.hpp"
+#include "app/secret_lines.hpp"
+
+namespace CLI {
+class App;
+} // namespace CLI
+
+/// How coalesce-cli's command groups plug into it: each group (one file
+/// each) adds its subcommands to the CLI11 app and says what each does once
+/// the session is connected; cli_main.cpp parses and dispatches.
+namespace coalesce {
+
+/// One command: the CLI11 subcommand that selects it, and what it does with
+/// a connected session, returning the exit code.
+struct cli_command {
+  CLI::App* selector;
+  std::function<int(session&)> run;
+};
+
+using cli_commands = std::vector<cli_command>;
+
+/// `secret put`, `secret get`, `secret flush` (cli_secret.cpp).
+void add_secret_commands(CLI::App& app, cli_commands& commands);
+
+/// `timeline append` and `backfill` (cli_timeline.cpp).
+void add_timeline_commands(CLI::App& app, cli_commands& commands);
+
+/// `stats` (cli_stats.cpp).
+void add_stats_command(CLI::App& app, cli_commands& commands);
+
+/// `load secrets` (cli_load.cpp).
+void add_load_commands(CLI::App& app, cli_commands& commands);
+
+/// Entries per queue or lookup message when reading from stdin: large enough
+/// to amortise a remote round trip, small enough to keep messages modest.
+constexpr std::size_t stdin_batch = 512;
+
+/// Reads stdin one item per non-blank line with `parse(line, error)`;
+/// returns the usage sentence naming the first bad line, or nothing.
+template <class T, class Parse>
+std::optional<std::string> read_stdin_lines(std::vector<T>& out, Parse parse) {
+  std::string line;
+  std::string error;
+  std::size_t number = 0;
+  while (std::getline(std::cin, line)) {
+    ++number;
+    if (split_fields(line).empty())
+      continue;
+    auto item = parse(line, error);
+    if (!item)
+      return "line " + std::to_string(number) + ": " + error;
+    out.push_back(std::move(*item));
+  }
+  return std::nullopt;
+}
+
+/// `xs` cut into consecutive batches of at most `size`, in order.
+template <class T>
+std::vector<std::vector<T>> in_batches(std::vector<T> xs, std::size_t size) {
+  std::vector<std::vector<T>> batches;
+  for (std::size_t i = 0; i < xs.size(); i += size)
+    batches.emplace_back(
+      std::make_move_iterator(xs.begin() + i),
+      std::make_move_iterator(xs.begin() + std::min(xs.size(), i + size)));
+  return batches;
+}
+
+} // namespace coalesce

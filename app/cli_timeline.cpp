@@ -1,0 +1,160 @@
+// coalesce-cli's timeline commands: appending events to a room, and
+// backfilling a room's history through the scheduler.
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "app/cli_command.hpp"
+#include "app/event_lines.hpp"
+
+namespace coalesce {
+
+namespace {
+
+int timeline_append(session& s, const std::string& room) {
+  std::vector<timeline_event> events;
+  if (auto bad = read_stdin_lines(events, parse_event_line))
+    return usage(*bad);
+  // In order, one batch after the other: the timeline keeps append order.
+  for (auto& batch : in_batches(std::move(events), stdin_batch)) {
+    uint64_t appended = 0;
+    if (auto failed = s.ask(appended, append_atom::value, room,
+                            std::move(batch)))
+      return fail(*failed);
+  }
+  return exit_ok;
+}
+
+std::optional<priority> parse_priority(const std::string& text) {
+  for (auto x : {priority::high, priority::normal, priority::low})
+    if (to_string(x) == text)
+      return x;
+  return std::nullopt;
+}
+
+struct backfill_options {
+  std::string room;
+  std::string priority_text = "normal";
+  std::string until_event;
+  CLI::Option* older_than_option = nullptr;
+  int64_t older_than = 0;
+  std::string until_type;
+  uint32_t max_batches = 0;
+  uint32_t batch_size = 30;
+};
+
+/// The request the options ask for, or the usage sentence saying why not.
+std::optional<std::string> make_request(const backfill_options& o,
+                                        backfill_request& request) {
+  request.room = o.room;
+  auto prio = parse_priority(o.priority_text);
+  if (!prio)
+    return "--priority must be high, normal or low, got \"" + o.priority_text
+           + "\"";
+  request.prio = *prio;
+  int conditions = 0;
+  if (!o.until_event.empty()) {
+    request.stop.what = stop_condition::kind::until_event;
+    request.stop.event_id = o.until_event;
+    ++conditions;
+  }
+  if (o.older_than_option->count() > 0) {
+    request.stop.what = stop_condition::kind::older_than;
+    request.stop.timestamp = o.older_than;
+    ++conditions;
+  }
+  if (!o.until_type.empty()) {
+    request.stop.what = stop_condition::kind::until_type;
+    request.stop.event_type = o.until_type;
+    ++conditions;
+  }
+  if (conditions > 1)
+    return std::string{"give at most one of --until-event, --older-than and "
+                       "--until-type"};
+  request.max_batches = o.max_batches;
+  request.batch_size = o.batch_size;
+  return std::nullopt;
+}
+
+/// Awaits the run's result. The run may take longer than one exchange:
+/// --timeout bounds each await, and a silent await is re-sent as long as
+/// the node answers a ping.
+std::optional<cli_failure> await_result(session& s, backfill_ticket ticket,
+                                        backfill_result& result) {
+  for (;;) {
+    auto failed = s.ask(result, await_atom::value, ticket);
+    if (!failed || failed->code != exit_unreachable)
+      return failed;
+    node_stats alive;
+    if (auto ping = s.ask(alive, stats_atom::value))
+      return ping;
+  }
+}
+
+int backfill(session& s, const backfill_options& o) {
+  backfill_request request;
+  if (auto bad = make_request(o, request))
+    return usage(*bad);
+  backfill_ticket ticket;
+  if (auto failed = s.ask(ticket, enqueue_atom::value, request))
+    return fail(*failed);
+  backfill_result result;
+  if (auto failed = await_result(s, ticket, result))
+    return fail(*failed);
+  std::cout << to_string(result.reason) << '\n';
+  for (const auto& event : result.events)
+    std::cout << format_event_line(event) << '\n';
+  std::cout.flush();
+  if (result.reason == stop_reason::failed)
+    return fail({exit_node_error, "the run for room " + o.room
+                                    + " failed: the pager reported an error "
+                                      "or did not answer in time"});
+  if (result.reason == stop_reason::cancelled)
+    return fail({exit_node_error,
+                 "the run for room " + o.room + " was cancelled"});
+  return exit_ok;
+}
+
+void add_backfill_command(CLI::App& app, cli_commands& commands) {
+  auto o = std::make_shared<backfill_options>();
+  auto cmd = app.add_subcommand(
+    "backfill", "load older history of ROOM through the scheduler; prints the "
+                "stop reason, then the loaded events newest first");
+  cmd->add_option("room", o->room, "the room")->required();
+  cmd->add_option("--priority", o->priority_text, "high, normal or low")
+    ->capture_default_str();
+  cmd->add_option("--until-event", o->until_event,
+                  "stop once this event id was loaded");
+  o->older_than_option = cmd->add_option(
+    "--older-than", o->older_than,
+    "stop once an event older than this timestamp was loaded");
+  cmd->add_option("--until-type", o->until_type,
+                  "stop once an event of this type was loaded");
+  cmd
+    ->add_option("--max-batches", o->max_batches,
+                 "stop after this many batches (0: no limit)")
+    ->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "events per batch")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  commands.push_back({cmd, [o](session& s) { return backfill(s, *o); }});
+}
+
+} // namespace
+
+void add_timeline_commands(CLI::App& app, cli_commands& commands) {
+  auto timeline = app.add_subcommand("timeline", "work on room timelines");
+  timeline->require_subcommand(1);
+  auto room = std::make_shared<std::string>();
+  auto append = timeline->add_subcommand(
+    "append", "append events to ROOM, one per stdin line, oldest first:\n"
+              "EVENT_ID TYPE TIMESTAMP BODY...");
+  append->add_option("room", *room, "the room")->required();
+  commands.push_back({append, [room](session& s) {
+                        return timeline_append(s, *room);
+                      }});
+  add_backfill_command(app, commands);
+}
+
+} // namespace coalesce
