@@ -114,6 +114,14 @@ public:
   /// error that still stands.
   caf::error recover();
 
+  /// Which RocksDB instance serves: 1 when opened, one more with every
+  /// reopen.
+  uint64_t generation() const;
+
+  /// Reopens attempted since `open` (stats and tests).
+  uint64_t reopens() const;
+
+  /// The durability of writes that do not choose their own.
   durability mode() const;
 
   const std::string& path() const;

@@ -1,7 +1,11 @@
 #define CAF_SUITE storage.database_faults
 #include <caf/test/unit_test.hpp>
 
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "coalesce/messages/backfill.hpp"
+#include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
 #include "coalesce/storage/fault_injection.hpp"
 #include "coalesce/storage/secret_store.hpp"
@@ -182,4 +187,102 @@ CAF_TEST(the database survives the disk filling anywhere) {
     CAF_REQUIRE(events.engaged());
     CAF_CHECK_EQUAL(*events, appended_events);
   }
+}
+
+namespace {
+
+/// A database behind the seam, in `mode`.
+std::shared_ptr<database>
+open_behind_seam(const temp_dir& dir, std::shared_ptr<fault_switches> faults,
+                 durability mode = durability::synced) {
+  auto opened = database::open(
+    {dir.sub("db"), mode, make_fault_injecting_file_system(std::move(faults))});
+  CAF_REQUIRE(opened.engaged());
+  return std::move(*opened);
+}
+
+/// WAL syncs that `write` makes.
+template <class Write>
+int wal_syncs_of(const fault_switches& faults, Write&& write) {
+  auto before = faults.wal_syncs.load();
+  CAF_REQUIRE_EQUAL(write(), caf::none);
+  return faults.wal_syncs.load() - before;
+}
+
+/// Lets `parties` threads wait until all of them have arrived.
+class meeting_point {
+public:
+  explicit meeting_point(int parties) : waiting_(parties) {
+    // nop
+  }
+
+  /// Blocks until every party arrived; the last one runs `last` first.
+  void arrive_and_wait(const std::function<void()>& last = nullptr) {
+    std::unique_lock<std::mutex> guard{mutex_};
+    if (--waiting_ == 0) {
+      if (last)
+        last();
+      all_arrived_.notify_all();
+      return;
+    }
+    all_arrived_.wait(guard, [this] { return waiting_ == 0; });
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable all_arrived_;
+  int waiting_;
+};
+
+} // namespace
+
+CAF_TEST(each write may choose its own durability) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults, durability::buffered);
+  auto batch = [](const char* id) {
+    return std::vector<secret_write>{capture(make_entry(id, 1), 1)};
+  };
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] { return write_secrets(*db, batch("A")); }),
+                  0);
+  CAF_CHECK(wal_syncs_of(*faults,
+                            [&] {
+                              return write_secrets(*db, batch("B"),
+                                                   durability::synced);
+                            }) > 0);
+  CAF_CHECK(wal_syncs_of(*faults,
+                            [&] {
+                              return append_events(*db, "!r", events_of(1),
+                                                   durability::synced);
+                            }) > 0);
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] {
+                                 return append_events(*db, "!r",
+                                                      events_of(2));
+                               }),
+                  0);
+  CAF_REQUIRE(!db->close());
+  temp_dir synced_dir;
+  db = open_behind_seam(synced_dir, faults, durability::synced);
+  CAF_CHECK(wal_syncs_of(*faults,
+                            [&] { return write_secrets(*db, batch("C")); }) > 0);
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] {
+                                 return write_secrets(*db, batch("D"),
+                                                      durability::buffered);
+                               }),
+                  0);
+  auto page = page_backwards(*db, "!r", 1);
+  CAF_REQUIRE(page.engaged());
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] {
+                                 return reset_position(*db, "!r",
+                                                       durability::buffered);
+                               }),
+                  0);
+  auto rows = read_secrets(*db, {key_of("C"), key_of("D")});
+  CAF_REQUIRE(rows.engaged());
+  CAF_CHECK((*rows)[0].found && (*rows)[1].found);
+  CAF_CHECK(!db->close());
 }
