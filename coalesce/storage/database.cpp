@@ -211,30 +211,56 @@ caf::error database::close() {
   return close_state(*impl_, sync_first);
 }
 
+bool database::impl::writable() const {
+  return current_health == health::healthy && !read_only
+         && failed_generation != generation;
+}
+
 bool database::healthy() const {
   std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
-  return impl_->current_health == health::healthy && !impl_->read_only;
+  return impl_->writable();
 }
 
 caf::error database::ready_for_writes() {
-  return healthy() ? caf::none : recover();
+  uint64_t seen = 0;
+  {
+    std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
+    if (impl_->writable())
+      return caf::none;
+    seen = impl_->generation;
+  }
+  return reopen(seen, "for writes");
 }
 
 void database::recover_after(const caf::error& failure) {
+  // The write noted the instance it failed on (with_open_database): when
+  // another writer has reopened since, this failure is already dealt with.
   if (failure.category() == errc_category
       && failure.code() == static_cast<uint8_t>(errc::storage_failed))
-    static_cast<void>(reopen("after a failed write: " + to_string(failure)));
+    static_cast<void>(reopen(impl_->failed_generation,
+                             "after a failed write: " + to_string(failure)));
 }
 
 caf::error database::recover() {
-  return reopen("for writes");
+  return reopen(generation(), "for writes");
 }
 
-caf::error database::reopen(const std::string& why) {
+caf::error database::reopen(uint64_t failed_generation,
+                            const std::string& why) {
   std::unique_lock<std::shared_mutex> owner{impl_->mutex};
   auto& state = *impl_;
   if (state.closed_by_owner)
     return make_error(errc::storage_failed, "the database is closed");
+  // Checked again under the exclusive lock: writers that failed on one
+  // instance all ask, and only the first reopens it.
+  if (state.generation != failed_generation) {
+    if (state.writable())
+      return caf::none;
+    if (state.last_reopen_error)
+      return state.last_reopen_error;
+    return make_error(errc::storage_failed,
+                      "a write failed on the reopened database");
+  }
   // Always a reopen, never a wait for RocksDB's own recovery or Resume():
   // - a fatal error (EIO on the WAL) fails Resume() (measured);
   // - a retryable error would start RocksDB's resume thread, and a Close()
@@ -260,10 +286,12 @@ caf::error database::reopen(const std::string& why) {
     static_cast<void>(close_state(state, false));
     state.set_health(health::down, "reopening failed, serving reads only: "
                                      + to_string(err));
+    state.last_reopen_error = err;
     if (open_into(state, true))
       static_cast<void>(close_state(state, false));
     return err;
   }
+  state.last_reopen_error = caf::none;
   state.set_health(health::healthy, "reopened");
   return caf::none;
 }

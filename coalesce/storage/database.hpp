@@ -130,8 +130,9 @@ public:
   impl& internals();
 
 private:
-  /// `recover`, with what led to it for the log line.
-  caf::error reopen(const std::string& why);
+  /// `recover`, unless the instance `failed_generation` was replaced
+  /// meanwhile; `why` for the log line.
+  caf::error reopen(uint64_t failed_generation, const std::string& why);
 
   std::unique_ptr<impl> impl_;
 };

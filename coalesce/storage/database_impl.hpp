@@ -60,6 +60,13 @@ struct database::impl {
   std::atomic<uint64_t> failed_generation{0};
   /// Reopens attempted since the database was opened.
   std::atomic<uint64_t> reopens{0};
+  /// Why the last reopen failed, none after one succeeded: the answer to
+  /// writers whose failed instance was replaced by a failed reopen.
+  caf::error last_reopen_error;
+
+  /// Healthy, writable, and no operation failed on this instance: what
+  /// `database::healthy` answers. Called under the lock.
+  bool writable() const;
 
   rocksdb::ColumnFamilyHandle* handle(family x) const {
     return known[static_cast<std::size_t>(x)];

@@ -286,3 +286,66 @@ CAF_TEST(each write may choose its own durability) {
   CAF_CHECK((*rows)[0].found && (*rows)[1].found);
   CAF_CHECK(!db->close());
 }
+
+/// Two writers whose writes failed on one instance both ask for recovery:
+/// the first reopens, the second finds the instance already replaced.
+CAF_TEST(two writers that failed on one instance reopen it once) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults);
+  CAF_REQUIRE(!write_secrets(*db, round_of(1)));
+  faults->wal_append = true;
+  auto first = write_secrets(*db, round_of(2));
+  auto second = append_events(*db, "!r", events_of(2));
+  CAF_REQUIRE_NOT_EQUAL(first, caf::none);
+  CAF_REQUIRE_NOT_EQUAL(second, caf::none);
+  faults->clear();
+  auto generation = db->generation();
+  db->recover_after(first);
+  db->recover_after(second);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_EQUAL(db->generation(), generation + 1);
+  CAF_CHECK_EQUAL(db->ready_for_writes(), caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_EQUAL(write_secrets(*db, round_of(3)), caf::none);
+  CAF_CHECK(all_stored(*db, {1, 3}));
+  CAF_CHECK(!db->close());
+}
+
+CAF_TEST(two threads that hit one fault reopen the database once) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults);
+  faults->wal_append = true;
+  meeting_point ready{2};
+  meeting_point failed{2};
+  auto writer = [&](int round, caf::error& outcome) {
+    auto checked = db->ready_for_writes();
+    // Both check before either fails, so neither recovers up front.
+    ready.arrive_and_wait();
+    auto err = checked ? checked : write_secrets(*db, round_of(round));
+    failed.arrive_and_wait([&] { faults->clear(); });
+    if (checked) {
+      outcome = checked;
+      return;
+    }
+    if (!err) {
+      outcome = make_error(errc::invalid_request, "the write did not fail");
+      return;
+    }
+    db->recover_after(err);
+    outcome = db->ready_for_writes();
+  };
+  caf::error first;
+  caf::error second;
+  std::thread a{[&] { writer(1, first); }};
+  std::thread b{[&] { writer(2, second); }};
+  a.join();
+  b.join();
+  CAF_CHECK_EQUAL(first, caf::none);
+  CAF_CHECK_EQUAL(second, caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_EQUAL(write_secrets(*db, round_of(3)), caf::none);
+  CAF_CHECK(all_stored(*db, {3}));
+  CAF_CHECK(!db->close());
+}
