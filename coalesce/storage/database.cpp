@@ -253,14 +253,8 @@ caf::error database::reopen(uint64_t failed_generation,
     return make_error(errc::storage_failed, "the database is closed");
   // Checked again under the exclusive lock: writers that failed on one
   // instance all ask, and only the first reopens it.
-  if (state.generation != failed_generation) {
-    if (state.writable())
-      return caf::none;
-    if (state.last_reopen_error)
-      return state.last_reopen_error;
-    return make_error(errc::storage_failed,
-                      "a write failed on the reopened database");
-  }
+  if (state.generation != failed_generation)
+    return state.outcome_of_last_reopen();
   // Always a reopen, never a wait for RocksDB's own recovery or Resume():
   // - a fatal error (EIO on the WAL) fails Resume() (measured);
   // - a retryable error would start RocksDB's resume thread, and a Close()
@@ -294,6 +288,15 @@ caf::error database::reopen(uint64_t failed_generation,
   state.last_reopen_error = caf::none;
   state.set_health(health::healthy, "reopened");
   return caf::none;
+}
+
+caf::error database::impl::outcome_of_last_reopen() const {
+  if (writable())
+    return caf::none;
+  if (last_reopen_error)
+    return last_reopen_error;
+  return make_error(errc::storage_failed,
+                    "an operation failed on the reopened database");
 }
 
 void database::impl::note_failure(const caf::error& failure) {

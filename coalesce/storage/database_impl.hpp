@@ -68,6 +68,10 @@ struct database::impl {
   /// `database::healthy` answers. Called under the lock.
   bool writable() const;
 
+  /// What a caller whose failed instance was replaced is answered: none
+  /// when the replacement is writable, else why not.
+  caf::error outcome_of_last_reopen() const;
+
   rocksdb::ColumnFamilyHandle* handle(family x) const {
     return known[static_cast<std::size_t>(x)];
   }

@@ -349,3 +349,31 @@ CAF_TEST(two threads that hit one fault reopen the database once) {
   CAF_CHECK(all_stored(*db, {3}));
   CAF_CHECK(!db->close());
 }
+
+/// The first writer's reopen fails on a full disk: the second writer does
+/// not reopen again for the same fault, and the next check before a write
+/// retries.
+CAF_TEST(a writer whose instance a failed reopen replaced does not reopen again) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults);
+  faults->wal_append = true;
+  auto first = write_secrets(*db, round_of(1));
+  auto second = write_secrets(*db, round_of(2));
+  CAF_REQUIRE_NOT_EQUAL(first, caf::none);
+  CAF_REQUIRE_NOT_EQUAL(second, caf::none);
+  faults->disk_full = true;
+  db->recover_after(first);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK(!db->healthy());
+  db->recover_after(second);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_NOT_EQUAL(db->ready_for_writes(), caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 2u);
+  faults->clear();
+  CAF_CHECK_EQUAL(db->ready_for_writes(), caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 3u);
+  CAF_CHECK_EQUAL(write_secrets(*db, round_of(3)), caf::none);
+  CAF_CHECK(all_stored(*db, {3}));
+  CAF_CHECK(!db->close());
+}
