@@ -11,8 +11,9 @@ struct ColumnFamilyOptions;
 /// The column families this build knows, in one table: the database opens
 /// each row's family with the row's options and keeps its handle in the
 /// row's slot, and tests read the table instead of repeating the names. A
-/// new family is one `family` value and one row in `known_families()`
-/// (database.cpp). A family found in the directory that is in no row
+/// new family is one `family` value (with `family_count` one more) and one
+/// row in `known_families()` (database.cpp); a missing or misplaced row
+/// does not compile. A family found in the directory that is in no row
 /// (written by a newer build) is opened with plain options and never
 /// written.
 namespace coalesce::storage {
