@@ -1,6 +1,7 @@
 #include "coalesce/storage/database.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <utility>
 
@@ -19,24 +20,52 @@ namespace {
 
 const char* const format_version_key = "coalesce/format-version";
 
-rocksdb::ColumnFamilyOptions family_options(const std::string& name) {
-  if (name == secrets_family)
-    return secrets_family_options();
-  // The timeline needs none of its own; a family this build does not know
-  // (written by a newer build) is opened with plain options so the database
-  // still opens, and is never written.
+rocksdb::ColumnFamilyOptions plain_family_options() {
   return rocksdb::ColumnFamilyOptions{};
+}
+
+/// The rows of `known_families()`; a new family is one more.
+constexpr std::array<family_spec, family_count> family_table{{
+  // RocksDB's own name for the family every database has.
+  {family::meta, "default", plain_family_options},
+  {family::secrets, "secrets", secrets_family_options},
+  {family::timeline, "timeline", plain_family_options},
+}};
+
+constexpr bool rows_in_enum_order() {
+  for (std::size_t i = 0; i < family_count; ++i)
+    if (static_cast<std::size_t>(family_table[i].id) != i)
+      return false;
+  return true;
+}
+
+// `family_name` and the handle slots index the table by the enum.
+static_assert(rows_in_enum_order(), "one row per family, in enum order");
+
+/// The row named `name`, null for a family this build does not know.
+const family_spec* find_family(const std::string& name) {
+  for (const auto& row : family_table)
+    if (name == row.name)
+      return &row;
+  return nullptr;
+}
+
+rocksdb::ColumnFamilyOptions family_options(const std::string& name) {
+  // A family this build does not know (written by a newer build) is opened
+  // with plain options so the database still opens, and is never written.
+  auto row = find_family(name);
+  return row ? row->options() : plain_family_options();
 }
 
 /// Writes the format version into a new database, refuses a newer one.
 caf::error check_format_version(database::impl& state) {
   std::string stored;
-  auto status = state.db->Get(rocksdb::ReadOptions{}, state.meta,
-                              format_version_key, &stored);
+  auto meta = state.handle(family::meta);
+  auto status = state.db->Get(rocksdb::ReadOptions{}, meta, format_version_key,
+                              &stored);
   if (status.IsNotFound()) {
-    rocksdb::WriteOptions sync_write;
-    sync_write.sync = true;
-    return to_error(state.db->Put(sync_write, state.meta, format_version_key,
+    return to_error(state.db->Put(state.write_options(durability::synced),
+                                  meta, format_version_key,
                                   std::to_string(database_format_version)),
                     "writing the format version");
   }
@@ -51,6 +80,14 @@ caf::error check_format_version(database::impl& state) {
 }
 
 } // namespace
+
+const std::array<family_spec, family_count>& known_families() {
+  return family_table;
+}
+
+const char* family_name(family x) {
+  return family_table[static_cast<std::size_t>(x)].name;
+}
 
 caf::error to_error(const rocksdb::Status& status, const char* what) {
   if (status.ok())
@@ -86,13 +123,12 @@ caf::error open_into(database::impl& state, bool read_only = false) {
                                                 &names);
   if (!listed.ok())
     names.clear(); // A new directory has no families yet.
-  for (const char* wanted : {meta_family, secrets_family, timeline_family})
-    if (std::find(names.begin(), names.end(), wanted) == names.end())
-      names.emplace_back(wanted);
+  for (const auto& row : family_table)
+    if (std::find(names.begin(), names.end(), row.name) == names.end())
+      names.emplace_back(row.name);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& name : names)
     descriptors.emplace_back(name, family_options(name));
-  state.write_options.sync = state.options.mode == durability::synced;
   rocksdb::DB* raw = nullptr;
   if (read_only)
     descriptors.erase(
@@ -113,14 +149,9 @@ caf::error open_into(database::impl& state, bool read_only = false) {
     return to_error(status, "opening the database");
   state.read_only = read_only;
   state.db.reset(raw);
-  for (auto* handle : state.families) {
-    if (handle->GetName() == meta_family)
-      state.meta = handle;
-    else if (handle->GetName() == secrets_family)
-      state.secrets = handle;
-    else if (handle->GetName() == timeline_family)
-      state.timeline = handle;
-  }
+  for (auto* handle : state.families)
+    if (auto row = find_family(handle->GetName()))
+      state.known[static_cast<std::size_t>(row->id)] = handle;
   return read_only ? caf::none : check_format_version(state);
 }
 
@@ -136,9 +167,7 @@ caf::error close_state(database::impl& state, bool sync_first) {
   for (auto* handle : state.families)
     static_cast<void>(state.db->DestroyColumnFamilyHandle(handle));
   state.families.clear();
-  state.meta = nullptr;
-  state.secrets = nullptr;
-  state.timeline = nullptr;
+  state.known = {};
   auto close_error = to_error(state.db->Close(), "closing the database");
   state.db.reset();
   return sync_error ? sync_error : close_error;
@@ -168,10 +197,9 @@ database::~database() {
 }
 
 caf::error database::sync_wal() {
-  std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
-  if (!impl_->db)
-    return make_error(errc::storage_failed, "the database is closed");
-  return to_error(impl_->db->SyncWAL(), "syncing the WAL");
+  return with_open_database(*this, [](impl& state) {
+    return to_error(state.db->SyncWAL(), "syncing the WAL");
+  });
 }
 
 caf::error database::close() {
@@ -183,30 +211,50 @@ caf::error database::close() {
   return close_state(*impl_, sync_first);
 }
 
+bool database::impl::writable() const {
+  return current_health == health::healthy && !read_only
+         && failed_generation != generation;
+}
+
 bool database::healthy() const {
   std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
-  return impl_->current_health == health::healthy && !impl_->read_only;
+  return impl_->writable();
 }
 
 caf::error database::ready_for_writes() {
-  return healthy() ? caf::none : recover();
+  uint64_t seen = 0;
+  {
+    std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
+    if (impl_->writable())
+      return caf::none;
+    seen = impl_->generation;
+  }
+  return reopen(seen, "for writes");
 }
 
 void database::recover_after(const caf::error& failure) {
+  // The write noted the instance it failed on (with_open_database): when
+  // another writer has reopened since, this failure is already dealt with.
   if (failure.category() == errc_category
       && failure.code() == static_cast<uint8_t>(errc::storage_failed))
-    static_cast<void>(reopen("after a failed write: " + to_string(failure)));
+    static_cast<void>(reopen(impl_->failed_generation,
+                             "after a failed write: " + to_string(failure)));
 }
 
 caf::error database::recover() {
-  return reopen("for writes");
+  return reopen(generation(), "for writes");
 }
 
-caf::error database::reopen(const std::string& why) {
+caf::error database::reopen(uint64_t failed_generation,
+                            const std::string& why) {
   std::unique_lock<std::shared_mutex> owner{impl_->mutex};
   auto& state = *impl_;
   if (state.closed_by_owner)
     return make_error(errc::storage_failed, "the database is closed");
+  // Checked again under the exclusive lock: writers that failed on one
+  // instance all ask, and only the first reopens it.
+  if (state.generation != failed_generation)
+    return state.outcome_of_last_reopen();
   // Always a reopen, never a wait for RocksDB's own recovery or Resume():
   // - a fatal error (EIO on the WAL) fails Resume() (measured);
   // - a retryable error would start RocksDB's resume thread, and a Close()
@@ -221,21 +269,40 @@ caf::error database::reopen(const std::string& why) {
   // A reopen starts a fresh WAL; while the disk is still full it fails
   // (it needs a new MANIFEST, WAL and OPTIONS file), and a read-only
   // instance serves reads until the next attempt succeeds.
+  ++state.reopens;
   state.set_health(health::reopening, "reopening " + why);
   if (auto err = close_state(state, false); err && !state.read_only)
     spdlog::warn("database {}: closing after a failure also failed "
                  "(reopening anyway): {}",
                  state.options.path, to_string(err));
+  ++state.generation;
   if (auto err = open_into(state)) {
     static_cast<void>(close_state(state, false));
     state.set_health(health::down, "reopening failed, serving reads only: "
                                      + to_string(err));
+    state.last_reopen_error = err;
     if (open_into(state, true))
       static_cast<void>(close_state(state, false));
     return err;
   }
+  state.last_reopen_error = caf::none;
   state.set_health(health::healthy, "reopened");
   return caf::none;
+}
+
+caf::error database::impl::outcome_of_last_reopen() const {
+  if (writable())
+    return caf::none;
+  if (last_reopen_error)
+    return last_reopen_error;
+  return make_error(errc::storage_failed,
+                    "an operation failed on the reopened database");
+}
+
+void database::impl::note_failure(const caf::error& failure) {
+  if (failure.category() == errc_category
+      && failure.code() == static_cast<uint8_t>(errc::storage_failed))
+    failed_generation = generation;
 }
 
 void database::impl::set_health(health next, const std::string& detail) {
@@ -265,6 +332,15 @@ void database::impl::set_health(health next, const std::string& detail) {
                   "database {}: {}", options.path, detail);
       break;
   }
+}
+
+uint64_t database::generation() const {
+  std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
+  return impl_->generation;
+}
+
+uint64_t database::reopens() const {
+  return impl_->reopens;
 }
 
 durability database::mode() const {

@@ -20,19 +20,27 @@ class FileSystem;
 /// lose them.
 ///
 /// On open it lists the column families already in the directory, opens them
-/// all, and creates the ones this build knows but the directory lacks, so a
-/// newer build adds its services' families to an existing database. A format
+/// all, and creates the ones this build knows (`known_families()`,
+/// storage/families.hpp) but the directory lacks, so a newer build adds its
+/// services' families to an existing database. A format
 /// version key refuses databases written by a newer, incompatible build.
 ///
 /// It is the one owner of the RocksDB handle for every service: `recover`
 /// clears RocksDB's background-error state after a failed write without a
 /// process restart, by closing and reopening the database while callers
 /// wait; while a reopen fails (a disk still full), a read-only instance
-/// serves reads. RocksDB's own recovery is not waited for: after a full
+/// serves reads. Every storage call notes the instance (its generation) on
+/// which RocksDB failed it, and `recover` checks again under its exclusive
+/// lock: writers that failed on one instance reopen it once, the others
+/// find it replaced. RocksDB's own recovery is not waited for: after a full
 /// disk it needs 64 MiB free, which a small disk never has (measured).
 /// Each transition is logged once, with the error. RocksDB's info log goes
 /// to spdlog (storage/rocksdb_logger.hpp): it writes no LOG file, whose
 /// failed appends on a full disk aborted the process (measured).
+///
+/// Durability is chosen per write: every write function takes an optional
+/// `durability`, and `database_options::mode` is the default of the writes
+/// that do not choose.
 ///
 /// Thread safety: any number of threads may use the database at once
 /// (RocksDB's own guarantee, behind a shared lock); a reopen takes the lock
@@ -55,7 +63,8 @@ struct database_options {
 
   /// Directory of the database; created when missing.
   std::string path;
-  /// Whether each write batch is fsynced (see `durability`).
+  /// Whether a write batch that does not choose its own durability is
+  /// fsynced (see `durability`).
   durability mode = durability::synced;
   /// Test seam only (storage/fault_injection.hpp): the file system RocksDB
   /// writes through. Null in production: the default file system.
@@ -93,8 +102,9 @@ public:
   /// Syncs the WAL and closes the database; later calls fail.
   caf::error close();
 
-  /// Whether the last `recover` (or none yet) left the database healthy.
-  /// While not, writes and WAL syncs must go through `recover` first:
+  /// Whether the last `recover` (or none yet) left the database healthy and
+  /// no operation has failed in RocksDB since. While not, writes and WAL
+  /// syncs must go through `recover` first:
   /// RocksDB 7.8 as Debian builds it asserts when a WAL that failed an
   /// append is synced during its own recovery (measured: abort()).
   bool healthy() const;
@@ -105,15 +115,26 @@ public:
   caf::error ready_for_writes();
 
   /// After a failed write: asks for recovery when the failure came from
-  /// RocksDB (not from a refused request), so the next write can succeed.
+  /// RocksDB (not from a refused request), so the next write can succeed;
+  /// no reopen when another caller replaced the instance the write failed
+  /// on since.
   void recover_after(const caf::error& failure);
 
   /// After a failed operation: clears RocksDB's background error by closing
   /// and reopening the database (see `reopen` in database.cpp for why never
-  /// by `Resume()`). Returns none once writes may succeed again, or the
-  /// error that still stands.
+  /// by `Resume()`), unless a concurrent caller reopened it meanwhile.
+  /// Returns none once writes may succeed again, or the error that still
+  /// stands.
   caf::error recover();
 
+  /// Which RocksDB instance serves: 1 when opened, one more with every
+  /// reopen.
+  uint64_t generation() const;
+
+  /// Reopens attempted since `open` (stats and tests).
+  uint64_t reopens() const;
+
+  /// The durability of writes that do not choose their own.
   durability mode() const;
 
   const std::string& path() const;
@@ -122,8 +143,9 @@ public:
   impl& internals();
 
 private:
-  /// `recover`, with what led to it for the log line.
-  caf::error reopen(const std::string& why);
+  /// `recover`, unless the instance `failed_generation` was replaced
+  /// meanwhile; `why` for the log line.
+  caf::error reopen(uint64_t failed_generation, const std::string& why);
 
   std::unique_ptr<impl> impl_;
 };

@@ -1,6 +1,7 @@
 #include "coalesce/storage/secret_store.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <rocksdb/compaction_filter.h>
@@ -91,104 +92,99 @@ rocksdb::ColumnFamilyOptions secrets_family_options() {
 namespace {
 
 template <class Writes>
-caf::error write_all(database& db, const Writes& writes) {
-  auto& state = db.internals();
-  database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  rocksdb::WriteBatch batch;
-  for (const auto& write : writes) {
-    if (auto what = invalid_secret_entry(write.entry); !what.empty())
-      return make_error(errc::invalid_secret_entry, std::move(what));
-    auto status = batch.Merge(state.secrets,
-                              encode_secret_key(write.entry.chat,
-                                                write.entry.sender,
-                                                write.entry.msg_id),
-                              encode_secret_value(write));
-    if (!status.ok())
-      return to_error(status, "building the secrets batch");
-  }
-  return to_error(state.db->Write(state.write_options, &batch),
-                  "writing the secrets batch");
+caf::error write_all(database& db, const Writes& writes,
+                     std::optional<durability> mode) {
+  return with_open_database(db, [&](database::impl& state) -> caf::error {
+    rocksdb::WriteBatch batch;
+    for (const auto& write : writes) {
+      if (auto what = invalid_secret_entry(write.entry); !what.empty())
+        return make_error(errc::invalid_secret_entry, std::move(what));
+      auto status = batch.Merge(state.handle(family::secrets),
+                                encode_secret_key(write.entry.chat,
+                                                  write.entry.sender,
+                                                  write.entry.msg_id),
+                                encode_secret_value(write));
+      if (!status.ok())
+        return to_error(status, "building the secrets batch");
+    }
+    return to_error(state.db->Write(state.write_options(mode), &batch),
+                    "writing the secrets batch");
+  });
 }
 
 } // namespace
 
-caf::error write_secrets(database& db,
-                         const std::vector<secret_write>& writes) {
-  return write_all(db, writes);
+caf::error write_secrets(database& db, const std::vector<secret_write>& writes,
+                         std::optional<durability> mode) {
+  return write_all(db, writes, mode);
 }
 
-caf::error write_secrets(database& db, const secret_batch& writes) {
-  return write_all(db, writes);
+caf::error write_secrets(database& db, const secret_batch& writes,
+                         std::optional<durability> mode) {
+  return write_all(db, writes, mode);
 }
 
 caf::expected<std::vector<stored_secret>>
 read_secrets(database& db, const std::vector<secret_key>& keys) {
-  auto& state = db.internals();
-  database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  std::vector<std::string> encoded;
-  encoded.reserve(keys.size());
-  for (const auto& key : keys)
-    encoded.push_back(encode_secret_key(key));
-  std::vector<rocksdb::Slice> slices(encoded.begin(), encoded.end());
-  std::vector<rocksdb::ColumnFamilyHandle*> families(keys.size(),
-                                                     state.secrets);
-  std::vector<std::string> values;
-  auto statuses = state.db->MultiGet(rocksdb::ReadOptions{}, families, slices,
-                                     &values);
-  std::vector<stored_secret> result(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].IsNotFound())
-      continue;
-    if (!statuses[i].ok())
-      return to_error(statuses[i], "reading a secret");
-    auto row = decode_secret_value(values[i]);
-    if (!row)
-      return make_error(errc::corrupt_record,
-                        "undecodable secret row for message "
-                          + keys[i].msg_id);
-    row->entry.chat = keys[i].chat;
-    row->entry.sender = keys[i].sender;
-    row->entry.msg_id = keys[i].msg_id;
-    result[i].found = true;
-    result[i].row = std::move(*row);
-  }
-  return result;
+  using result_type = caf::expected<std::vector<stored_secret>>;
+  return with_open_database(db, [&](database::impl& state) -> result_type {
+    std::vector<std::string> encoded;
+    encoded.reserve(keys.size());
+    for (const auto& key : keys)
+      encoded.push_back(encode_secret_key(key));
+    std::vector<rocksdb::Slice> slices(encoded.begin(), encoded.end());
+    std::vector<rocksdb::ColumnFamilyHandle*> families(
+      keys.size(), state.handle(family::secrets));
+    std::vector<std::string> values;
+    auto statuses = state.db->MultiGet(rocksdb::ReadOptions{}, families,
+                                       slices, &values);
+    std::vector<stored_secret> result(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (statuses[i].IsNotFound())
+        continue;
+      if (!statuses[i].ok())
+        return to_error(statuses[i], "reading a secret");
+      auto row = decode_secret_value(values[i]);
+      if (!row)
+        return make_error(errc::corrupt_record,
+                          "undecodable secret row for message "
+                            + keys[i].msg_id);
+      row->entry.chat = keys[i].chat;
+      row->entry.sender = keys[i].sender;
+      row->entry.msg_id = keys[i].msg_id;
+      result[i].found = true;
+      result[i].row = std::move(*row);
+    }
+    return result;
+  });
 }
 
 caf::error compact_secrets(database& db) {
-  auto& state = db.internals();
-  database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  if (auto err = to_error(state.db->Flush(rocksdb::FlushOptions{},
-                                          state.secrets),
-                          "flushing the secrets memtable"))
-    return err;
-  rocksdb::CompactRangeOptions options;
-  options.bottommost_level_compaction
-    = rocksdb::BottommostLevelCompaction::kForce;
-  return to_error(state.db->CompactRange(options, state.secrets, nullptr,
-                                         nullptr),
-                  "compacting the secrets");
+  return with_open_database(db, [](database::impl& state) -> caf::error {
+    auto secrets = state.handle(family::secrets);
+    if (auto err = to_error(state.db->Flush(rocksdb::FlushOptions{}, secrets),
+                            "flushing the secrets memtable"))
+      return err;
+    rocksdb::CompactRangeOptions options;
+    options.bottommost_level_compaction
+      = rocksdb::BottommostLevelCompaction::kForce;
+    return to_error(state.db->CompactRange(options, secrets, nullptr, nullptr),
+                    "compacting the secrets");
+  });
 }
 
 caf::expected<uint64_t> count_secret_rows(database& db) {
-  auto& state = db.internals();
-  database_use in_use{state.mutex};
-  if (auto err = check_open(state))
-    return err;
-  std::unique_ptr<rocksdb::Iterator> it{
-    state.db->NewIterator(rocksdb::ReadOptions{}, state.secrets)};
-  uint64_t rows = 0;
-  for (it->SeekToFirst(); it->Valid(); it->Next())
-    ++rows;
-  if (auto err = to_error(it->status(), "scanning the secrets"))
-    return err;
-  return rows;
+  using result_type = caf::expected<uint64_t>;
+  return with_open_database(db, [](database::impl& state) -> result_type {
+    std::unique_ptr<rocksdb::Iterator> it{state.db->NewIterator(
+      rocksdb::ReadOptions{}, state.handle(family::secrets))};
+    uint64_t rows = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next())
+      ++rows;
+    if (auto err = to_error(it->status(), "scanning the secrets"))
+      return err;
+    return rows;
+  });
 }
 
 } // namespace coalesce::storage

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,12 +31,15 @@ namespace coalesce::storage {
 /// nothing does. The buffer refuses a `queue` with the same words.
 std::string invalid_secret_entry(const secret_entry& entry);
 
-/// Writes `writes` as one batch with the database's durability; refuses the
-/// whole batch with `errc::invalid_secret_entry` if one entry is invalid.
-caf::error write_secrets(database& db, const std::vector<secret_write>& writes);
+/// Writes `writes` as one batch with durability `mode` (by default the
+/// database's); refuses the whole batch with `errc::invalid_secret_entry`
+/// if one entry is invalid.
+caf::error write_secrets(database& db, const std::vector<secret_write>& writes,
+                         std::optional<durability> mode = std::nullopt);
 
 /// The same for a batch the buffer shares with its pending map.
-caf::error write_secrets(database& db, const secret_batch& writes);
+caf::error write_secrets(database& db, const secret_batch& writes,
+                         std::optional<durability> mode = std::nullopt);
 
 /// Reads the merged rows of `keys`, in order; expired rows included.
 caf::expected<std::vector<stored_secret>>

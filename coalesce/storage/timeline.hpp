@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,8 @@
 /// by other means (sync), not by back-pagination. `reset_position` starts
 /// over from the newest event.
 ///
-/// Each call that changes anything writes exactly one WriteBatch with the
-/// database's durability: an append writes its events and the new head
+/// Each call that changes anything writes exactly one WriteBatch, with the
+/// durability its `mode` names (by default the database's): an append writes its events and the new head
 /// together, a commit writes the new position, so a crash leaves either all
 /// of a call's changes or none, and the position survives restarts.
 ///
@@ -49,7 +50,8 @@ namespace coalesce::storage {
 /// Appends `events` to `room` in order (the last is the newest). Appending
 /// nothing writes nothing.
 caf::error append_events(database& db, const std::string& room,
-                         const std::vector<timeline_event>& events);
+                         const std::vector<timeline_event>& events,
+                         std::optional<durability> mode = std::nullopt);
 
 /// Loads the next older batch of `room`: at most `max_events` events older
 /// than the position, newest first. Writes nothing: the page's cursor holds
@@ -66,13 +68,15 @@ page_backwards(database& db, const std::string& room, uint32_t max_events);
 /// a repeated commit is harmless. A cursor whose `next` lies after its
 /// `read_at` is refused with errc::invalid_request.
 caf::error commit_page(database& db, const std::string& room,
-                       const page_cursor& cursor);
+                       const page_cursor& cursor,
+                       std::optional<durability> mode = std::nullopt);
 
 /// Events stored for `room` (tests and tools).
 caf::expected<uint64_t> count_events(database& db, const std::string& room);
 
 /// Forgets the position of `room`: its next page starts again just after
 /// the newest event present at that moment.
-caf::error reset_position(database& db, const std::string& room);
+caf::error reset_position(database& db, const std::string& room,
+                          std::optional<durability> mode = std::nullopt);
 
 } // namespace coalesce::storage

@@ -1,7 +1,11 @@
 #define CAF_SUITE storage.database_faults
 #include <caf/test/unit_test.hpp>
 
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "coalesce/messages/backfill.hpp"
+#include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
 #include "coalesce/storage/fault_injection.hpp"
 #include "coalesce/storage/secret_store.hpp"
@@ -182,4 +187,193 @@ CAF_TEST(the database survives the disk filling anywhere) {
     CAF_REQUIRE(events.engaged());
     CAF_CHECK_EQUAL(*events, appended_events);
   }
+}
+
+namespace {
+
+/// A database behind the seam, in `mode`.
+std::shared_ptr<database>
+open_behind_seam(const temp_dir& dir, std::shared_ptr<fault_switches> faults,
+                 durability mode = durability::synced) {
+  auto opened = database::open(
+    {dir.sub("db"), mode, make_fault_injecting_file_system(std::move(faults))});
+  CAF_REQUIRE(opened.engaged());
+  return std::move(*opened);
+}
+
+/// WAL syncs that `write` makes.
+template <class Write>
+int wal_syncs_of(const fault_switches& faults, Write&& write) {
+  auto before = faults.wal_syncs.load();
+  CAF_REQUIRE_EQUAL(write(), caf::none);
+  return faults.wal_syncs.load() - before;
+}
+
+/// Lets `parties` threads wait until all of them have arrived.
+class meeting_point {
+public:
+  explicit meeting_point(int parties) : waiting_(parties) {
+    // nop
+  }
+
+  /// Blocks until every party arrived; the last one runs `last` first.
+  void arrive_and_wait(const std::function<void()>& last = nullptr) {
+    std::unique_lock<std::mutex> guard{mutex_};
+    if (--waiting_ == 0) {
+      if (last)
+        last();
+      all_arrived_.notify_all();
+      return;
+    }
+    all_arrived_.wait(guard, [this] { return waiting_ == 0; });
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable all_arrived_;
+  int waiting_;
+};
+
+} // namespace
+
+CAF_TEST(each write may choose its own durability) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults, durability::buffered);
+  auto batch = [](const char* id) {
+    return std::vector<secret_write>{capture(make_entry(id, 1), 1)};
+  };
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] { return write_secrets(*db, batch("A")); }),
+                  0);
+  CAF_CHECK(wal_syncs_of(*faults,
+                            [&] {
+                              return write_secrets(*db, batch("B"),
+                                                   durability::synced);
+                            }) > 0);
+  CAF_CHECK(wal_syncs_of(*faults,
+                            [&] {
+                              return append_events(*db, "!r", events_of(1),
+                                                   durability::synced);
+                            }) > 0);
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] {
+                                 return append_events(*db, "!r",
+                                                      events_of(2));
+                               }),
+                  0);
+  CAF_REQUIRE(!db->close());
+  temp_dir synced_dir;
+  db = open_behind_seam(synced_dir, faults, durability::synced);
+  CAF_CHECK(wal_syncs_of(*faults,
+                            [&] { return write_secrets(*db, batch("C")); }) > 0);
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] {
+                                 return write_secrets(*db, batch("D"),
+                                                      durability::buffered);
+                               }),
+                  0);
+  auto page = page_backwards(*db, "!r", 1);
+  CAF_REQUIRE(page.engaged());
+  CAF_CHECK_EQUAL(wal_syncs_of(*faults,
+                               [&] {
+                                 return reset_position(*db, "!r",
+                                                       durability::buffered);
+                               }),
+                  0);
+  auto rows = read_secrets(*db, {key_of("C"), key_of("D")});
+  CAF_REQUIRE(rows.engaged());
+  CAF_CHECK((*rows)[0].found && (*rows)[1].found);
+  CAF_CHECK(!db->close());
+}
+
+/// Two writers whose writes failed on one instance both ask for recovery:
+/// the first reopens, the second finds the instance already replaced.
+CAF_TEST(two writers that failed on one instance reopen it once) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults);
+  CAF_REQUIRE(!write_secrets(*db, round_of(1)));
+  faults->wal_append = true;
+  auto first = write_secrets(*db, round_of(2));
+  auto second = append_events(*db, "!r", events_of(2));
+  CAF_REQUIRE_NOT_EQUAL(first, caf::none);
+  CAF_REQUIRE_NOT_EQUAL(second, caf::none);
+  faults->clear();
+  auto generation = db->generation();
+  db->recover_after(first);
+  db->recover_after(second);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_EQUAL(db->generation(), generation + 1);
+  CAF_CHECK_EQUAL(db->ready_for_writes(), caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_EQUAL(write_secrets(*db, round_of(3)), caf::none);
+  CAF_CHECK(all_stored(*db, {1, 3}));
+  CAF_CHECK(!db->close());
+}
+
+CAF_TEST(two threads that hit one fault reopen the database once) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults);
+  faults->wal_append = true;
+  meeting_point ready{2};
+  meeting_point failed{2};
+  auto writer = [&](int round, caf::error& outcome) {
+    auto checked = db->ready_for_writes();
+    // Both check before either fails, so neither recovers up front.
+    ready.arrive_and_wait();
+    auto err = checked ? checked : write_secrets(*db, round_of(round));
+    failed.arrive_and_wait([&] { faults->clear(); });
+    if (checked) {
+      outcome = checked;
+      return;
+    }
+    if (!err) {
+      outcome = make_error(errc::invalid_request, "the write did not fail");
+      return;
+    }
+    db->recover_after(err);
+    outcome = db->ready_for_writes();
+  };
+  caf::error first;
+  caf::error second;
+  std::thread a{[&] { writer(1, first); }};
+  std::thread b{[&] { writer(2, second); }};
+  a.join();
+  b.join();
+  CAF_CHECK_EQUAL(first, caf::none);
+  CAF_CHECK_EQUAL(second, caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_EQUAL(write_secrets(*db, round_of(3)), caf::none);
+  CAF_CHECK(all_stored(*db, {3}));
+  CAF_CHECK(!db->close());
+}
+
+/// The first writer's reopen fails on a full disk: the second writer does
+/// not reopen again for the same fault, and the next check before a write
+/// retries.
+CAF_TEST(a writer whose instance a failed reopen replaced does not reopen again) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto db = open_behind_seam(dir, faults);
+  faults->wal_append = true;
+  auto first = write_secrets(*db, round_of(1));
+  auto second = write_secrets(*db, round_of(2));
+  CAF_REQUIRE_NOT_EQUAL(first, caf::none);
+  CAF_REQUIRE_NOT_EQUAL(second, caf::none);
+  faults->disk_full = true;
+  db->recover_after(first);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK(!db->healthy());
+  db->recover_after(second);
+  CAF_CHECK_EQUAL(db->reopens(), 1u);
+  CAF_CHECK_NOT_EQUAL(db->ready_for_writes(), caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 2u);
+  faults->clear();
+  CAF_CHECK_EQUAL(db->ready_for_writes(), caf::none);
+  CAF_CHECK_EQUAL(db->reopens(), 3u);
+  CAF_CHECK_EQUAL(write_secrets(*db, round_of(3)), caf::none);
+  CAF_CHECK(all_stored(*db, {3}));
+  CAF_CHECK(!db->close());
 }

@@ -3,12 +3,14 @@
 
 #include "coalesce/storage/secret_store.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include <rocksdb/db.h>
 
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
+#include "coalesce/storage/families.hpp"
 #include "coalesce/storage/secret_merge.hpp"
 
 #include "secret_fixtures.hpp"
@@ -84,6 +86,13 @@ void with_raw_rocksdb(const std::string& path,
     CAF_REQUIRE(raw->DestroyColumnFamilyHandle(handle).ok());
   CAF_REQUIRE(raw->Close().ok());
   delete raw;
+}
+
+std::vector<std::string> known_family_names() {
+  std::vector<std::string> result;
+  for (const auto& row : known_families())
+    result.emplace_back(row.name);
+  return result;
 }
 
 } // namespace
@@ -221,12 +230,28 @@ CAF_TEST(opening creates missing column families and keeps unknown ones) {
                                               older.sub("db"), &families)
                 .ok());
   std::sort(families.begin(), families.end());
-  CAF_CHECK_EQUAL(families, (std::vector<std::string>{
-                              "default", "from_a_newer_build", "secrets",
-                              "timeline"}));
+  auto expected = known_family_names();
+  expected.push_back("from_a_newer_build");
+  std::sort(expected.begin(), expected.end());
+  CAF_CHECK_EQUAL(families, expected);
   auto reopened = database::open({older.sub("db"), durability::synced});
   CAF_REQUIRE(reopened.engaged());
   CAF_CHECK(read_secrets(**reopened, {key_of("M")})->front().found);
+}
+
+CAF_TEST(a new database has every known family and no other) {
+  CAF_REQUIRE(!db->close());
+  std::vector<std::string> families;
+  CAF_REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{},
+                                              dir.sub("db"), &families)
+                .ok());
+  std::sort(families.begin(), families.end());
+  auto expected = known_family_names();
+  std::sort(expected.begin(), expected.end());
+  CAF_CHECK_EQUAL(families, expected);
+  for (std::size_t i = 0; i < family_count; ++i)
+    CAF_CHECK_EQUAL(static_cast<std::size_t>(known_families()[i].id), i);
+  CAF_CHECK_EQUAL(std::string{family_name(family::secrets)}, "secrets");
 }
 
 CAF_TEST(a database in a newer format is refused with a clear error) {

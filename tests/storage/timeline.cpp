@@ -13,6 +13,7 @@
 #include "coalesce/actors/timeline_actors.hpp"
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
+#include "coalesce/storage/families.hpp"
 #include "coalesce/storage/timeline_codec.hpp"
 
 #include "secret_fixtures.hpp"
@@ -111,13 +112,14 @@ void with_raw_rocksdb(const std::string& path,
                                                rocksdb::ColumnFamilyHandle&)>& f) {
   rocksdb::Options options;
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const char* name : {"default", "secrets", "timeline"})
-    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions{});
+  for (const auto& row : known_families())
+    descriptors.emplace_back(row.name, rocksdb::ColumnFamilyOptions{});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   auto status = rocksdb::DB::Open(options, path, descriptors, &handles, &raw);
   CAF_REQUIRE(status.ok());
-  f(*raw, *handles.back());
+  auto timeline = static_cast<std::size_t>(family::timeline);
+  f(*raw, *handles.at(timeline));
   for (auto* handle : handles)
     CAF_REQUIRE(raw->DestroyColumnFamilyHandle(handle).ok());
   CAF_REQUIRE(raw->Close().ok());
