@@ -10,6 +10,7 @@
 #include <caf/timespan.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "coalesce/actors/backfill_runs.hpp"
 #include "coalesce/actors/run_queue.hpp"
 #include "coalesce/actors/timeline_actors.hpp"
 #include "coalesce/messages/atoms.hpp"
@@ -83,10 +84,8 @@ using scheduler_actor = backfill_interface::extend<
   /// Cancels every run and refuses later requests (node shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>>;
 
-/// What a kept result costs besides its events, in `results_memory`: its
-/// record (reason, counters, page references) at a fixed estimate, so that
-/// results without events are bounded too.
-constexpr std::size_t result_bookkeeping_bytes = 256;
+// result_bookkeeping_bytes, what a kept result costs besides its events:
+// coalesce/actors/backfill_runs.hpp, which keeps the results.
 
 struct scheduler_options {
   run_limits limits;

@@ -6,13 +6,16 @@
 #include <map>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "coalesce/actors/caller_monitor.hpp"
+#include "coalesce/actors/durability_waiters.hpp"
+#include "coalesce/actors/parked_requests.hpp"
 #include "coalesce/actors/pending_secrets.hpp"
+#include "coalesce/actors/retry_backoff.hpp"
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/secret_merge.hpp"
 #include "coalesce/storage/secret_store.hpp"
@@ -66,19 +69,6 @@ bool answerable_from_buffer(const std::optional<secret_write>& buffered,
 struct secret_buffer_state {
   static inline const char* name = "secret_buffer";
 
-  struct waiting_producer {
-    ok_promise promise;
-    caf::actor_addr source;
-  };
-
-  /// A request answered once every capture up to `sequence` is durable.
-  struct durability_waiter {
-    uint64_t sequence;
-    ok_promise promise;
-    /// Names a flush with a deadline (0: none).
-    uint64_t deadline_id = 0;
-  };
-
   explicit secret_buffer_state(caf::local_actor*) : pending(1) {
     // nop
   }
@@ -86,21 +76,9 @@ struct secret_buffer_state {
   secret_buffer_state(const secret_buffer_state&) = delete;
   secret_buffer_state& operator=(const secret_buffer_state&) = delete;
 
-  /// CAF 0.17 has no broken-promise error: whoever still waits would wait
-  /// for its timeout, so every parked request is answered here.
+  /// Every parked request is answered by its list (parked_requests.hpp);
+  /// what the buffer spawned stops with it.
   ~secret_buffer_state() {
-    auto stopped = make_error(errc::service_stopped,
-                              "the secret buffer stopped");
-    for (auto& [ticket, producer] : producers)
-      producer.promise.deliver(stopped);
-    for (auto& [sequence, waiter] : durability_waiters)
-      waiter.promise.deliver(stopped);
-    for (auto& waiter : syncing)
-      waiter.promise.deliver(stopped);
-    for (auto& [id, promise] : single_lookups)
-      promise.deliver(stopped);
-    for (auto& [id, promise] : many_lookups)
-      promise.deliver(stopped);
     if (drain_replaced)
       caf::anon_send_exit(drain, caf::exit_reason::user_shutdown);
     if (reader_replaced)
@@ -120,33 +98,30 @@ struct secret_buffer_state {
   /// Reads whose reader died before answering, sent again to its successor.
   std::vector<std::function<void()>> reads_awaiting_reader;
 
-  /// Producers waiting for capacity, by ticket.
-  std::unordered_map<producer_ticket, waiting_producer> producers;
+  /// Producers waiting for capacity, by ticket, and who they are.
+  parked_requests<ok_promise> producers{"the secret buffer"};
+  std::unordered_map<producer_ticket, caf::actor_addr> producer_sources;
   producer_ticket next_ticket = 1;
-  /// Producers already monitored: CAF sends one down message per monitor
-  /// call, so each producer is monitored once.
-  std::unordered_set<caf::actor_addr> monitored;
+  caller_monitor monitored;
 
-  /// Flushes and post-seal queues whose entries are not durable yet, by the
-  /// sequence they wait for, so a check takes the durable ones as a prefix.
-  std::multimap<uint64_t, durability_waiter> durability_waiters;
-  /// Waiters whose entries are written, waiting for the WAL sync in flight.
-  std::vector<durability_waiter> syncing;
+  /// Flushes and post-seal queues whose entries are not durable yet: their
+  /// promises, and their marks (the sequence they wait for) and deadlines.
+  parked_requests<ok_promise> durable{"the secret buffer"};
+  durability_waiters waiting;
   bool sync_in_flight = false;
   /// A failed WAL sync waits for its own retry timer; batches go on.
   bool sync_retry_scheduled = false;
-  caf::timespan sync_retry_delay{0};
+  retry_backoff sync_backoff{caf::timespan{0}, caf::timespan{0}};
 
-  /// Lookups waiting for the reader, answered on stop if still open.
-  std::unordered_map<uint64_t, lookup_promise> single_lookups;
-  std::unordered_map<uint64_t, lookups_promise> many_lookups;
-  uint64_t next_lookup = 1;
+  /// Lookups waiting for the reader.
+  parked_requests<lookup_promise> single_lookups{"the secret buffer"};
+  parked_requests<lookups_promise> many_lookups{"the secret buffer"};
 
   /// A drain message is on its way to this actor (a wake-up or a retry).
   bool drain_scheduled = false;
   /// Passes the drain wake-up back (see `schedule_drain`).
   caf::actor wake_relay;
-  caf::timespan retry_delay{0};
+  retry_backoff write_backoff{caf::timespan{0}, caf::timespan{0}};
   steady_clock::time_point batch_started;
   bool sealed = false;
   secret_buffer_stats stats;
@@ -155,7 +130,6 @@ struct secret_buffer_state {
   bool failing = false;
   /// `stats.retries` when the current streak of failures began.
   uint64_t streak_start_retries = 0;
-  uint64_t next_deadline_id = 1;
 };
 
 namespace {
@@ -191,76 +165,127 @@ void schedule_drain(buffer_pointer self) {
 
 void check_durability(buffer_pointer self);
 
-void answer_producer(buffer_pointer self, ok_promise& promise,
-                     uint64_t last_sequence) {
+/// `promise` is answered once every capture up to `mark` is durable, or
+/// at `deadline`. Returns the waiter's id.
+uint64_t wait_durable(buffer_pointer self, ok_promise promise, uint64_t mark,
+                      std::optional<steady_clock::time_point> deadline
+                      = std::nullopt) {
   auto& st = self->state;
-  if (!st.sealed) {
-    promise.deliver(ok_atom::value);
-    return;
-  }
-  st.durability_waiters.emplace(
-    last_sequence,
-    secret_buffer_state::durability_waiter{last_sequence, std::move(promise),
-                                           0});
+  auto id = st.durable.park(std::move(promise));
+  st.waiting.wait(id, mark, deadline);
   check_durability(self);
+  return id;
 }
 
-/// The delay before the next retry: `base` first, then doubling up to `max`.
-caf::timespan next_retry_delay(caf::timespan delay, caf::timespan base,
-                               caf::timespan max) {
-  return delay.count() == 0 ? base : std::min(delay * 2, max);
+void answer_producer(buffer_pointer self, ok_promise& promise,
+                     uint64_t last_sequence) {
+  if (!self->state.sealed)
+    promise.deliver(ok_atom::value);
+  else
+    wait_durable(self, std::move(promise), last_sequence);
+}
+
+long long as_ms(caf::timespan x) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(x).count();
 }
 
 void on_sync_failed(buffer_pointer self, const caf::error& err) {
   auto& st = self->state;
   st.sync_in_flight = false;
-  st.sync_retry_delay = next_retry_delay(
-    st.sync_retry_delay, st.options.retry_base, st.options.retry_max);
+  auto delay = st.sync_backoff.next();
   spdlog::warn("secret buffer: WAL sync failed, {} flush(es) wait for a retry "
                "in {} ms: {}",
-               st.syncing.size(),
-               std::chrono::duration_cast<std::chrono::milliseconds>(
-                 st.sync_retry_delay)
-                 .count(),
-               self->system().render(err));
-  for (auto& waiter : st.syncing) {
-    auto sequence = waiter.sequence;
-    st.durability_waiters.emplace(sequence, std::move(waiter));
-  }
-  st.syncing.clear();
+               st.waiting.size(), as_ms(delay), self->system().render(err));
   // Its own timer, not the drain's: the next batch must not wait for it.
   st.sync_retry_scheduled = true;
-  self->delayed_send(self, st.sync_retry_delay, sync_atom::value);
+  self->delayed_send(self, delay, sync_atom::value);
 }
 
-/// Starts a WAL sync for the waiters whose captures are all written.
+/// The sync that started when every capture below `written_below` was
+/// written succeeded: those waiters are answered in one pass.
+void on_synced(buffer_pointer self, uint64_t written_below) {
+  auto& st = self->state;
+  st.sync_in_flight = false;
+  st.sync_backoff.reset();
+  for (auto id : st.waiting.take_durable(written_below))
+    st.durable.answer(id, ok_atom::value);
+  check_durability(self);
+}
+
+/// Starts a WAL sync when some waiter's captures are all written.
 void check_durability(buffer_pointer self) {
   auto& st = self->state;
-  if (st.sync_in_flight || st.sync_retry_scheduled
-      || st.durability_waiters.empty())
+  if (st.sync_in_flight || st.sync_retry_scheduled)
     return;
-  auto& waiters = st.durability_waiters;
-  auto durable = waiters.lower_bound(st.pending.durable_below());
-  if (durable == waiters.begin())
+  auto written_below = st.pending.durable_below();
+  if (!st.waiting.any_durable_below(written_below))
     return;
-  for (auto i = waiters.begin(); i != durable; ++i)
-    st.syncing.push_back(std::move(i->second));
-  waiters.erase(waiters.begin(), durable);
   st.sync_in_flight = true;
   self
     ->request<caf::message_priority::high>(st.drain, caf::infinite,
                                            sync_atom::value)
-    .then(
-      [self](ok_atom) {
-        auto& st = self->state;
-        st.sync_in_flight = false;
-        st.sync_retry_delay = caf::timespan{0};
-        for (auto& waiter : st.syncing)
-          waiter.promise.deliver(ok_atom::value);
-        st.syncing.clear();
-        check_durability(self);
-      },
-      [self](caf::error& err) { on_sync_failed(self, err); });
+    .then([self, written_below](ok_atom) { on_synced(self, written_below); },
+          [self](caf::error& err) { on_sync_failed(self, err); });
+}
+
+void write_batch(buffer_pointer self);
+
+void on_batch_written(buffer_pointer self, std::size_t size) {
+  auto& st = self->state;
+  auto took = steady_clock::now() - st.batch_started;
+  st.stats.batches_written += 1;
+  st.stats.entries_written += size;
+  st.stats.last_batch_size = size;
+  st.stats.last_write_latency_us
+    = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+  st.write_backoff.reset();
+  if (st.failing) {
+    st.failing = false;
+    spdlog::info("secret buffer: writes succeed again after {} ms",
+                 as_ms(steady_clock::now() - st.failing_since));
+    st.stats.last_error.clear();
+  }
+  // The next batch goes out before the clean-up of this one, so the disk
+  // does not wait for it; what the clean-up admits rides in the batch after.
+  st.pending.batch_written();
+  if (!st.drain_scheduled)
+    write_batch(self);
+  for (auto& released : st.pending.release_written()) {
+    auto promise = st.producers.take(released.ticket);
+    if (!promise)
+      continue;
+    st.producer_sources.erase(released.ticket);
+    answer_producer(self, *promise, released.last_sequence);
+  }
+  check_durability(self);
+  // Straight on with what the clean-up admitted: a drain message would
+  // queue behind every producer message in the mailbox.
+  if (!st.drain_scheduled)
+    write_batch(self);
+}
+
+void on_batch_failed(buffer_pointer self, std::size_t size,
+                     const caf::error& err) {
+  auto& st = self->state;
+  st.stats.failed_batches += 1;
+  st.pending.abandon_batch();
+  st.stats.last_error = self->system().render(err);
+  if (!st.failing) {
+    st.failing = true;
+    st.failing_since = steady_clock::now();
+    st.streak_start_retries = st.stats.retries;
+  }
+  auto delay = st.write_backoff.next();
+  // The first failure of a streak is worth an operator's attention; the
+  // retries that follow it are not.
+  spdlog::log(st.stats.retries == st.streak_start_retries
+                ? spdlog::level::warn
+                : spdlog::level::debug,
+              "secret buffer: writing a batch of {} entries failed, kept "
+              "pending, retry in {} ms: {}",
+              size, as_ms(delay), st.stats.last_error);
+  st.drain_scheduled = true;
+  self->delayed_send(self, delay, drain_atom::value);
 }
 
 void write_batch(buffer_pointer self) {
@@ -277,72 +302,8 @@ void write_batch(buffer_pointer self) {
   self
     ->request<caf::message_priority::high>(st.drain, caf::infinite,
                                            write_atom::value, std::move(batch))
-    .then(
-      [self, size](ok_atom) {
-        auto& st = self->state;
-        auto took = steady_clock::now() - st.batch_started;
-        st.stats.batches_written += 1;
-        st.stats.entries_written += size;
-        st.stats.last_batch_size = size;
-        st.stats.last_write_latency_us
-          = std::chrono::duration_cast<std::chrono::microseconds>(took)
-              .count();
-        st.retry_delay = caf::timespan{0};
-        if (st.failing) {
-          st.failing = false;
-          spdlog::info("secret buffer: writes succeed again after {} ms",
-                       std::chrono::duration_cast<std::chrono::milliseconds>(
-                         steady_clock::now() - st.failing_since)
-                         .count());
-          st.stats.last_error.clear();
-        }
-        // The next batch goes out before the clean-up of this one, so the
-        // disk does not wait for it; what the clean-up admits rides in the
-        // batch after.
-        st.pending.batch_written();
-        if (!st.drain_scheduled)
-          write_batch(self);
-        for (auto& released : st.pending.release_written()) {
-          auto i = st.producers.find(released.ticket);
-          if (i == st.producers.end())
-            continue;
-          auto promise = std::move(i->second.promise);
-          st.producers.erase(i);
-          answer_producer(self, promise, released.last_sequence);
-        }
-        check_durability(self);
-        // Straight on with what the clean-up admitted: a drain message would
-        // queue behind every producer message in the mailbox.
-        if (!st.drain_scheduled)
-          write_batch(self);
-      },
-      [self, size](caf::error& err) {
-        auto& st = self->state;
-        st.stats.failed_batches += 1;
-        st.pending.abandon_batch();
-        st.stats.last_error = self->system().render(err);
-        if (!st.failing) {
-          st.failing = true;
-          st.failing_since = steady_clock::now();
-          st.streak_start_retries = st.stats.retries;
-        }
-        st.retry_delay = next_retry_delay(
-          st.retry_delay, st.options.retry_base, st.options.retry_max);
-        // The first failure of a streak is worth an operator's attention;
-        // the retries that follow it are not.
-        spdlog::log(st.stats.retries == st.streak_start_retries
-                      ? spdlog::level::warn
-                      : spdlog::level::debug,
-                    "secret buffer: writing a batch of {} entries failed, "
-                    "kept pending, retry in {} ms: {}",
-                    size,
-                    std::chrono::duration_cast<std::chrono::milliseconds>(
-                      st.retry_delay)
-                      .count(),
-                    self->system().render(err));
-        st.drain_scheduled = true;
-        self->delayed_send(self, st.retry_delay, drain_atom::value);
-      });
+    .then([self, size](ok_atom) { on_batch_written(self, size); },
+          [self, size](caf::error& err) { on_batch_failed(self, size, err); });
 }
 
 caf::result<ok_atom> queue_entries(buffer_pointer self,
@@ -370,46 +331,43 @@ caf::result<ok_atom> queue_entries(buffer_pointer self,
     answer_producer(self, promise, admitted.last_sequence);
     return promise;
   }
-  if (source && st.monitored.insert(source).second)
-    self->monitor(source);
-  st.producers.emplace(ticket, secret_buffer_state::waiting_producer{
-                                 std::move(promise), source});
-  return st.producers.at(ticket).promise;
+  st.monitored.watch(self, source);
+  st.producers.park(ticket, promise);
+  st.producer_sources.emplace(ticket, source);
+  return promise;
 }
 
-void add_durability_waiter(buffer_pointer self, ok_promise& promise,
-                           uint64_t deadline_id) {
-  auto& st = self->state;
-  auto sequence = st.pending.last_sequence();
-  st.durability_waiters.emplace(
-    sequence, secret_buffer_state::durability_waiter{sequence, promise,
-                                                     deadline_id});
+caf::result<ok_atom>
+flush(buffer_pointer self, std::optional<caf::timespan> deadline = std::nullopt) {
+  auto promise = self->make_response_promise<ok_atom>();
+  schedule_drain(self);
+  std::optional<steady_clock::time_point> due;
+  if (deadline)
+    due = self->clock().now() + *deadline;
+  auto id = wait_durable(self, promise, self->state.pending.last_sequence(),
+                         due);
+  if (deadline)
+    self->delayed_send(self, *deadline, caf::timeout_atom::value, id);
+  return promise;
 }
 
-/// Answers flush `id` with an error if it still waits.
+/// A flush's deadline passed: it and every other waiter due by now are
+/// answered with an error (their entries stay pending and are retried).
 void on_flush_deadline(buffer_pointer self, uint64_t id) {
   auto& st = self->state;
-  auto expire = [&](secret_buffer_state::durability_waiter& w) {
-    auto reason = st.failing ? "writes are failing: " + st.stats.last_error
-                             : std::string{"the write is still in flight"};
-    w.promise.deliver(make_error(errc::storage_failed,
-                                 "not durable by the flush's deadline; the "
-                                 "entries stay pending and are retried; "
-                                   + reason));
-  };
-  auto& waiting = st.durability_waiters;
-  for (auto i = waiting.begin(); i != waiting.end(); ++i)
-    if (i->second.deadline_id == id) {
-      expire(i->second);
-      waiting.erase(i);
-      return;
-    }
-  for (auto i = st.syncing.begin(); i != st.syncing.end(); ++i)
-    if (i->deadline_id == id) {
-      expire(*i);
-      st.syncing.erase(i);
-      return;
-    }
+  auto expired = st.waiting.take_expired(self->clock().now());
+  if (st.waiting.remove(id)) // Its own timer fired: due whatever the clock.
+    expired.push_back(id);
+  if (expired.empty())
+    return;
+  auto reason = st.failing ? "writes are failing: " + st.stats.last_error
+                           : std::string{"the write is still in flight"};
+  auto err = make_error(errc::storage_failed,
+                        "not durable by the flush's deadline; the entries "
+                        "stay pending and are retried; "
+                          + reason);
+  for (auto waiter : expired)
+    st.durable.answer(waiter, err);
 }
 
 /// Reads `keys` through the reader. A read whose reader died before
@@ -435,6 +393,88 @@ void read_stored(buffer_pointer self, std::vector<secret_key> keys,
       else
         st.reads_awaiting_reader.emplace_back(std::move(again));
     });
+}
+
+caf::result<secret_lookup> lookup_one(buffer_pointer self,
+                                      const secret_key& key) {
+  auto& st = self->state;
+  auto now = storage::unix_now();
+  auto buffered = st.pending.find(key);
+  if (answerable_from_buffer(buffered, now))
+    return resolve(nullptr, buffered, now);
+  auto promise = self->make_response_promise<secret_lookup>();
+  auto id = st.single_lookups.park(promise);
+  auto watch = st.pending.watch(key);
+  read_stored(
+    self, std::vector<secret_key>{key},
+    [self, id, key, watch](std::vector<stored_secret>& rows) {
+      auto& st = self->state;
+      st.single_lookups.answer(id, resolve(&rows.front(),
+                                           st.pending.end_watch(key, watch),
+                                           storage::unix_now()));
+    },
+    [self, id, key, watch](caf::error& err) {
+      auto& st = self->state;
+      st.pending.end_watch(key, watch);
+      st.single_lookups.answer(id, std::move(err));
+    });
+  return promise;
+}
+
+/// The keys of a lookup the buffer cannot answer alone, with where their
+/// answers go and what the buffer held for them while they were read.
+struct stored_reads {
+  std::vector<secret_key> keys;
+  std::vector<std::size_t> answer_index;
+  std::vector<read_watch> watches;
+
+  std::vector<std::optional<secret_write>> end_watches(pending_secrets& p) {
+    std::vector<std::optional<secret_write>> result;
+    result.reserve(keys.size());
+    for (std::size_t j = 0; j < keys.size(); ++j)
+      result.push_back(p.end_watch(keys[j], watches[j]));
+    return result;
+  }
+};
+
+caf::result<std::vector<secret_lookup>>
+lookup_many(buffer_pointer self, const std::vector<secret_key>& keys) {
+  auto& st = self->state;
+  auto now = storage::unix_now();
+  std::vector<secret_lookup> answers(keys.size());
+  stored_reads reads;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto buffered = st.pending.find(keys[i]);
+    if (answerable_from_buffer(buffered, now)) {
+      answers[i] = resolve(nullptr, buffered, now);
+    } else {
+      reads.keys.push_back(keys[i]);
+      reads.answer_index.push_back(i);
+    }
+  }
+  if (reads.keys.empty())
+    return answers;
+  auto promise = self->make_response_promise<std::vector<secret_lookup>>();
+  auto id = st.many_lookups.park(promise);
+  for (const auto& key : reads.keys)
+    reads.watches.push_back(st.pending.watch(key));
+  auto keys_to_read = reads.keys;
+  read_stored(
+    self, std::move(keys_to_read),
+    [self, id, answers, reads](std::vector<stored_secret>& rows) mutable {
+      auto& st = self->state;
+      auto now = storage::unix_now();
+      auto buffered = reads.end_watches(st.pending);
+      for (std::size_t j = 0; j < reads.answer_index.size(); ++j)
+        answers[reads.answer_index[j]] = resolve(&rows[j], buffered[j], now);
+      st.many_lookups.answer(id, std::move(answers));
+    },
+    [self, id, reads](caf::error& err) mutable {
+      auto& st = self->state;
+      reads.end_watches(st.pending);
+      st.many_lookups.answer(id, std::move(err));
+    });
+  return promise;
 }
 
 /// A worker died: without a successor, every write or read would bounce
@@ -482,12 +522,13 @@ void on_drain(buffer_pointer self) {
 /// A waiting producer died: its held entries must not be lost with it.
 void on_producer_down(buffer_pointer self, const caf::down_msg& msg) {
   auto& st = self->state;
-  st.monitored.erase(msg.source);
+  st.monitored.forget(msg.source);
   std::size_t rescued = 0;
-  for (auto i = st.producers.begin(); i != st.producers.end();) {
-    if (i->second.source == msg.source) {
+  for (auto i = st.producer_sources.begin(); i != st.producer_sources.end();) {
+    if (i->second == msg.source) {
       rescued += st.pending.force_admit(i->first);
-      i = st.producers.erase(i);
+      st.producers.take(i->first); // Nobody left to answer.
+      i = st.producer_sources.erase(i);
     } else {
       ++i;
     }
@@ -502,15 +543,40 @@ void on_producer_down(buffer_pointer self, const caf::down_msg& msg) {
   check_durability(self);
 }
 
-secret_buffer_actor::behavior_type
-secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
-              secret_drain_actor drain, secret_reader_actor reader,
-              secret_buffer_options options, secret_worker_factory replace) {
+ok_atom seal(buffer_pointer self) {
+  auto& st = self->state;
+  if (!st.sealed) {
+    st.sealed = true;
+    st.stats.sealed = true;
+    spdlog::info("secret buffer: sealed with {} pending entries; every later "
+                 "queue writes inline",
+                 st.pending.size());
+  }
+  return ok_atom::value;
+}
+
+secret_buffer_stats current_stats(const secret_buffer_state& st) {
+  auto stats = st.stats;
+  if (st.failing)
+    stats.failing_for_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             steady_clock::now() - st.failing_since)
+                             .count();
+  stats.pending = st.pending.size();
+  stats.waiting_producers = st.pending.waiting_producers();
+  stats.held_entries = st.pending.held_entries();
+  return stats;
+}
+
+void init_buffer(buffer_pointer self, secret_drain_actor drain,
+                 secret_reader_actor reader, secret_buffer_options options,
+                 secret_worker_factory replace) {
   auto& st = self->state;
   st.pending = pending_secrets{options.pending_limit, options.max_batch};
   st.drain = std::move(drain);
   st.reader = std::move(reader);
   st.options = options;
+  st.write_backoff = retry_backoff{options.retry_base, options.retry_max};
+  st.sync_backoff = retry_backoff{options.retry_base, options.retry_max};
   st.replace = std::move(replace);
   st.wake_relay = self->spawn(relay_wake_up);
   self->monitor(st.drain);
@@ -522,6 +588,14 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
     else
       on_producer_down(self, msg);
   });
+}
+
+secret_buffer_actor::behavior_type
+secret_buffer(buffer_pointer self, secret_drain_actor drain,
+              secret_reader_actor reader, secret_buffer_options options,
+              secret_worker_factory replace) {
+  init_buffer(self, std::move(drain), std::move(reader), options,
+              std::move(replace));
   return {
     [self](queue_atom, std::vector<secret_entry>& entries) {
       return queue_entries(self, std::move(entries));
@@ -531,134 +605,18 @@ secret_buffer(secret_buffer_actor::stateful_pointer<secret_buffer_state> self,
       entries.push_back(std::move(entry));
       return queue_entries(self, std::move(entries));
     },
-    [self](lookup_atom,
-           const secret_key& key) -> caf::result<secret_lookup> {
-      auto& st = self->state;
-      auto now = storage::unix_now();
-      auto buffered = st.pending.find(key);
-      if (answerable_from_buffer(buffered, now))
-        return resolve(nullptr, buffered, now);
-      auto id = st.next_lookup++;
-      auto promise = self->make_response_promise<secret_lookup>();
-      st.single_lookups.emplace(id, promise);
-      auto watch = st.pending.watch(key);
-      read_stored(
-        self, std::vector<secret_key>{key},
-          [self, id, key, watch](std::vector<stored_secret>& rows) {
-            auto& st = self->state;
-            auto i = st.single_lookups.find(id);
-            i->second.deliver(resolve(&rows.front(),
-                                      st.pending.end_watch(key, watch),
-                                      storage::unix_now()));
-            st.single_lookups.erase(i);
-          },
-          [self, id, key, watch](caf::error& err) {
-            auto& st = self->state;
-            st.pending.end_watch(key, watch);
-            auto i = st.single_lookups.find(id);
-            i->second.deliver(std::move(err));
-            st.single_lookups.erase(i);
-          });
-      return promise;
+    [self](lookup_atom, const secret_key& key) {
+      return lookup_one(self, key);
     },
-    [self](lookup_atom, const std::vector<secret_key>& keys)
-      -> caf::result<std::vector<secret_lookup>> {
-      auto& st = self->state;
-      auto now = storage::unix_now();
-      std::vector<std::optional<secret_write>> buffered;
-      std::vector<secret_lookup> answers(keys.size());
-      std::vector<secret_key> to_read;
-      std::vector<std::size_t> read_index;
-      buffered.reserve(keys.size());
-      for (std::size_t i = 0; i < keys.size(); ++i) {
-        buffered.push_back(st.pending.find(keys[i]));
-        if (answerable_from_buffer(buffered[i], now)) {
-          answers[i] = resolve(nullptr, buffered[i], now);
-        } else {
-          to_read.push_back(keys[i]);
-          read_index.push_back(i);
-        }
-      }
-      if (to_read.empty())
-        return answers;
-      auto id = st.next_lookup++;
-      auto promise = self->make_response_promise<std::vector<secret_lookup>>();
-      st.many_lookups.emplace(id, promise);
-      std::vector<read_watch> watches;
-      watches.reserve(to_read.size());
-      for (const auto& key : to_read)
-        watches.push_back(st.pending.watch(key));
-      auto end_watches = [self, to_read, watches] {
-        auto& st = self->state;
-        std::vector<std::optional<secret_write>> result;
-        result.reserve(to_read.size());
-        for (std::size_t j = 0; j < to_read.size(); ++j)
-          result.push_back(st.pending.end_watch(to_read[j], watches[j]));
-        return result;
-      };
-      read_stored(
-        self, std::move(to_read),
-          [self, id, answers, read_index,
-           end_watches](std::vector<stored_secret>& rows) mutable {
-            auto& st = self->state;
-            auto now = storage::unix_now();
-            auto buffered = end_watches();
-            for (std::size_t j = 0; j < read_index.size(); ++j)
-              answers[read_index[j]] = resolve(&rows[j], buffered[j], now);
-            auto k = st.many_lookups.find(id);
-            k->second.deliver(std::move(answers));
-            st.many_lookups.erase(k);
-          },
-          [self, id, end_watches](caf::error& err) {
-            auto& st = self->state;
-            end_watches();
-            auto k = st.many_lookups.find(id);
-            k->second.deliver(std::move(err));
-            st.many_lookups.erase(k);
-          });
-      return promise;
+    [self](lookup_atom, const std::vector<secret_key>& keys) {
+      return lookup_many(self, keys);
     },
-    [self](flush_atom) -> caf::result<ok_atom> {
-      auto promise = self->make_response_promise<ok_atom>();
-      add_durability_waiter(self, promise, 0);
-      schedule_drain(self);
-      check_durability(self);
-      return promise;
-    },
-    [self](seal_atom) {
-      auto& st = self->state;
-      if (!st.sealed) {
-        st.sealed = true;
-        st.stats.sealed = true;
-        spdlog::info("secret buffer: sealed with {} pending entries; every "
-                     "later queue writes inline",
-                     st.pending.size());
-      }
-      return ok_atom::value;
-    },
-    [self](stats_atom) {
-      auto& st = self->state;
-      auto stats = st.stats;
-      if (st.failing)
-        stats.failing_for_ms
-          = std::chrono::duration_cast<std::chrono::milliseconds>(
-              steady_clock::now() - st.failing_since)
-              .count();
-      stats.pending = st.pending.size();
-      stats.waiting_producers = st.pending.waiting_producers();
-      stats.held_entries = st.pending.held_entries();
-      return stats;
-    },
+    [self](flush_atom) { return flush(self); },
+    [self](seal_atom) { return seal(self); },
+    [self](stats_atom) { return current_stats(self->state); },
     [self](drain_atom) { on_drain(self); },
-    [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
-      auto& st = self->state;
-      auto promise = self->make_response_promise<ok_atom>();
-      auto id = st.next_deadline_id++;
-      add_durability_waiter(self, promise, id);
-      self->delayed_send(self, deadline, caf::timeout_atom::value, id);
-      schedule_drain(self);
-      check_durability(self);
-      return promise;
+    [self](flush_atom, caf::timespan deadline) {
+      return flush(self, deadline);
     },
     [self](caf::timeout_atom, uint64_t id) { on_flush_deadline(self, id); },
     [self](sync_atom) {

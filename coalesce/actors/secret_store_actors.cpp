@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "coalesce/actors/guarded_write.hpp"
 #include "coalesce/storage/database.hpp"
 #include "coalesce/storage/secret_store.hpp"
 
@@ -12,23 +13,15 @@ secret_drain_worker(secret_drain_actor::pointer,
                     std::shared_ptr<storage::database> db) {
   return {
     [db](write_atom, const secret_batch& batch) -> caf::result<ok_atom> {
-      // After a failure, nothing touches RocksDB but recovery until it
-      // succeeds; the buffer keeps the batch and retries.
-      if (auto err = db->ready_for_writes())
+      // The buffer keeps a batch that failed and retries it.
+      if (auto err = guarded_write(
+            *db, [&] { return storage::write_secrets(*db, batch); }))
         return err;
-      if (auto err = storage::write_secrets(*db, batch)) {
-        db->recover_after(err);
-        return err;
-      }
       return ok_atom::value;
     },
     [db](sync_atom) -> caf::result<ok_atom> {
-      if (auto err = db->ready_for_writes())
+      if (auto err = guarded_write(*db, [&] { return db->sync_wal(); }))
         return err;
-      if (auto err = db->sync_wal()) {
-        db->recover_after(err);
-        return err;
-      }
       return ok_atom::value;
     },
   };

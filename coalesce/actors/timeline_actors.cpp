@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "coalesce/actors/guarded_write.hpp"
 #include "coalesce/storage/database.hpp"
 #include "coalesce/storage/timeline.hpp"
 
@@ -16,33 +17,24 @@ timeline_store(timeline_actor::pointer,
     // every writer.
     [db](page_atom, const std::string& room,
          uint32_t max_events) -> caf::result<timeline_page> {
-      if (auto err = db->ready_for_writes())
-        return err;
-      auto page = storage::page_backwards(*db, room, max_events);
-      if (!page) {
-        db->recover_after(page.error());
+      auto page = guarded_write(
+        *db, [&] { return storage::page_backwards(*db, room, max_events); });
+      if (!page)
         return std::move(page.error());
-      }
       return std::move(*page);
     },
     [db](commit_atom, const std::string& room,
          const page_cursor& cursor) -> caf::result<ok_atom> {
-      if (auto err = db->ready_for_writes())
+      if (auto err = guarded_write(
+            *db, [&] { return storage::commit_page(*db, room, cursor); }))
         return err;
-      if (auto err = storage::commit_page(*db, room, cursor)) {
-        db->recover_after(err);
-        return err;
-      }
       return ok_atom::value;
     },
     [db](append_atom, const std::string& room,
          const std::vector<timeline_event>& events) -> caf::result<uint64_t> {
-      if (auto err = db->ready_for_writes())
+      if (auto err = guarded_write(
+            *db, [&] { return storage::append_events(*db, room, events); }))
         return err;
-      if (auto err = storage::append_events(*db, room, events)) {
-        db->recover_after(err);
-        return err;
-      }
       return static_cast<uint64_t>(events.size());
     },
   };

@@ -930,6 +930,31 @@ CAF_TEST(bad input is answered with an error and nothing is stored) {
   CAF_CHECK(!stored("GOOD").found);
 }
 
+/// The deadline is the flush's own: a flush without one, waiting for the
+/// same entries, is answered once they are durable.
+CAF_TEST(a flush past its deadline is answered with the failure and the others wait on) {
+  start();
+  queue({make_entry("D2", 2)});
+  // Written; both flushes wait for the WAL sync of a drain worker that
+  // stalls from now on.
+  self->request(buf, infinite, flush_atom::value, timespan{50ms});
+  scoped_actor patient{sys};
+  patient->request(buf, infinite, flush_atom::value);
+  run_buffer();
+  CAF_CHECK(self->mailbox().empty());
+  sched.advance_time(49ms);
+  run_buffer();
+  CAF_CHECK(self->mailbox().empty());
+  sched.advance_time(1ms);
+  run_buffer();
+  auto err = receive_error(self);
+  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::storage_failed));
+  CAF_CHECK(patient->mailbox().empty());
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(patient) == ok_atom::value);
+  CAF_CHECK(stored_as("D2", 2));
+}
+
 /// CAF 0.17 has no broken-promise error: a buffer that stops must answer
 /// every parked request itself.
 CAF_TEST(a stopping buffer answers every parked request with an error) {
