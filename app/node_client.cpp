@@ -6,6 +6,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "coalesce/client/connect.hpp"
 #include "coalesce/messages/errc.hpp"
 
 namespace coalesce {
@@ -34,38 +35,12 @@ std::optional<cli_failure> connect_node(caf::actor_system& sys,
                                         const std::string& host, uint16_t port,
                                         caf::timespan timeout,
                                         node_actor& result) {
-  auto where = host + ":" + std::to_string(port);
-  std::optional<cli_failure> failure;
-  caf::scoped_actor self{sys};
-  self
-    ->request(sys.middleman().actor_handle(), timeout,
-              caf::connect_atom::value, host, port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& handle,
-          const std::set<std::string>& interface) {
-        if (handle == nullptr) {
-          failure = cli_failure{exit_unreachable,
-                                "no node is published at " + where};
-        } else if (!sys.assignable<node_actor>(interface)) {
-          failure = cli_failure{exit_unreachable,
-                                "the peer at " + where
-                                  + " is not a coalesce node of this version"};
-        } else {
-          result = caf::actor_cast<node_actor>(std::move(handle));
-        }
-      },
-      [&](caf::error& err) {
-        if (err == caf::sec::request_timeout)
-          failure = cli_failure{exit_unreachable,
-                                "the node at " + where
-                                  + " did not answer the connection within "
-                                  + caf::deep_to_string(timeout)};
-        else
-          failure = cli_failure{exit_unreachable,
-                                "cannot connect to the node at " + where + ": "
-                                  + sys.render(err)};
-      });
-  return failure;
+  auto connected = coalesce::connect_node(sys, host, port, timeout);
+  if (!connected)
+    return cli_failure{exit_unreachable,
+                       unreachable_sentence(sys, connected.error())};
+  result = std::move(*connected);
+  return std::nullopt;
 }
 
 cli_failure classify(caf::actor_system& sys, const caf::error& err,

@@ -142,37 +142,6 @@ start_services(caf::actor_system& sys, const service_settings& settings) {
   return std::make_unique<local_services>(std::move(state));
 }
 
-caf::expected<node_actor> connect_node(caf::actor_system& sys,
-                                       const std::string& host, uint16_t port,
-                                       caf::timespan timeout) {
-  auto where = host + ":" + std::to_string(port);
-  caf::expected<node_actor> result{caf::error{}};
-  caf::scoped_actor self{sys};
-  self
-    ->request(sys.middleman().actor_handle(), timeout,
-              caf::connect_atom::value, host, port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& handle,
-          const std::set<std::string>& interface) {
-        if (handle == nullptr)
-          result = make_error(errc::node_unreachable,
-                              "no node is published at " + where);
-        else if (!sys.assignable<node_actor>(interface))
-          result = make_error(errc::node_unreachable,
-                              "the peer at " + where
-                                + " is not a coalesce node of this version");
-        else
-          result = caf::actor_cast<node_actor>(std::move(handle));
-      },
-      [&](caf::error& err) {
-        result = make_error(errc::node_unreachable,
-                            "no answer from " + where + " within "
-                              + caf::deep_to_string(timeout) + ": "
-                              + sys.render(err));
-      });
-  return result;
-}
-
 caf::expected<service_handles> connect_services(caf::actor_system& sys,
                                                 const std::string& host,
                                                 uint16_t port,

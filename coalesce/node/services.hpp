@@ -8,6 +8,7 @@
 #include <caf/expected.hpp>
 #include <caf/timespan.hpp>
 
+#include "coalesce/client/connect.hpp"
 #include "coalesce/messages/backfill_interface.hpp"
 #include "coalesce/messages/node_interface.hpp"
 #include "coalesce/messages/secret_buffer_interface.hpp"
@@ -71,15 +72,8 @@ private:
 caf::expected<std::unique_ptr<local_services>>
 start_services(caf::actor_system& sys, const service_settings& settings);
 
-/// Connects to the node at host:port within `timeout` (the middleman must
-/// be loaded: `cfg.load<caf::io::middleman>()`). `remote_actor` alone can
-/// hang on a peer that accepts and stays silent, so this asks the
-/// middleman actor with a timed request instead. Errors name the address.
-caf::expected<node_actor> connect_node(caf::actor_system& sys,
-                                       const std::string& host,
-                                       uint16_t port, caf::timespan timeout);
-
-/// `connect_node`, as the handles an application uses.
+/// `connect_node` (coalesce/client/connect.hpp), as the handles an
+/// application uses.
 caf::expected<service_handles> connect_services(caf::actor_system& sys,
                                                 const std::string& host,
                                                 uint16_t port,

@@ -1,0 +1,61 @@
+#include "coalesce/client/connect.hpp"
+
+#include <set>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "coalesce/messages/errc.hpp"
+
+namespace coalesce {
+
+namespace {
+
+caf::error unreachable(std::string sentence) {
+  return make_error(errc::node_unreachable, std::move(sentence));
+}
+
+} // namespace
+
+caf::expected<node_actor> connect_node(caf::actor_system& sys,
+                                       const std::string& host, uint16_t port,
+                                       caf::timespan timeout) {
+  auto where = host + ":" + std::to_string(port);
+  caf::expected<node_actor> result{caf::error{}};
+  caf::scoped_actor self{sys};
+  self
+    ->request(sys.middleman().actor_handle(), timeout,
+              caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& handle,
+          const std::set<std::string>& interface) {
+        if (handle == nullptr)
+          result = unreachable("no node is published at " + where);
+        else if (!sys.assignable<node_actor>(interface))
+          result = unreachable("the peer at " + where
+                               + " is not a coalesce node of this version");
+        else
+          result = caf::actor_cast<node_actor>(std::move(handle));
+      },
+      [&](caf::error& err) {
+        if (err == caf::sec::request_timeout)
+          result = unreachable("the node at " + where
+                               + " did not answer the connection within "
+                               + caf::deep_to_string(timeout));
+        else
+          result = unreachable("cannot connect to the node at " + where + ": "
+                               + sys.render(err));
+      });
+  return result;
+}
+
+std::string unreachable_sentence(caf::actor_system& sys,
+                                 const caf::error& err) {
+  if (err.category() == errc_category
+      && err.code() == static_cast<uint8_t>(errc::node_unreachable)
+      && err.context().match_elements<std::string>())
+    return err.context().get_as<std::string>(0);
+  return sys.render(err);
+}
+
+} // namespace coalesce
