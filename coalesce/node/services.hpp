@@ -44,6 +44,7 @@ public:
   local_services& operator=(const local_services&) = delete;
 
   /// Stops the services if `stop` was not called, with a 30 s deadline.
+  /// Destroy it (or call `stop`) before the actor system it runs in.
   ~local_services();
 
   service_handles handles() const;
