@@ -34,7 +34,7 @@ public:
     auto i = by_mark_.emplace(mark, id);
     if (deadline)
       by_deadline_.emplace(*deadline, i);
-    deadlines_.emplace(id, deadline);
+    entries_.emplace(id, entry{i, deadline});
   }
 
   /// Every write below `durable_below` is durable: takes the waiters whose
@@ -43,6 +43,7 @@ public:
     std::vector<waiter_id> done;
     auto end = by_mark_.lower_bound(durable_below);
     for (auto i = by_mark_.begin(); i != end; ++i) {
+      ++examined_;
       done.push_back(i->second);
       forget_deadline(i);
     }
@@ -55,8 +56,9 @@ public:
     std::vector<waiter_id> expired;
     auto end = by_deadline_.upper_bound(now);
     for (auto i = by_deadline_.begin(); i != end; ++i) {
+      ++examined_;
       expired.push_back(i->second->second);
-      deadlines_.erase(i->second->second);
+      entries_.erase(i->second->second);
       by_mark_.erase(i->second);
     }
     by_deadline_.erase(by_deadline_.begin(), end);
@@ -66,13 +68,14 @@ public:
   /// Takes one waiter out (its own timer fired); false if it was taken
   /// already.
   bool remove(waiter_id id) {
-    for (auto i = by_mark_.begin(); i != by_mark_.end(); ++i)
-      if (i->second == id) {
-        forget_deadline(i);
-        by_mark_.erase(i);
-        return true;
-      }
-    return false;
+    auto e = entries_.find(id);
+    if (e == entries_.end())
+      return false;
+    ++examined_;
+    auto where = e->second.where;
+    forget_deadline(where);
+    by_mark_.erase(where);
+    return true;
   }
 
   /// Whether some waiter's mark is below `durable_below`, i.e. whether
@@ -82,7 +85,14 @@ public:
   }
 
   bool waiting(waiter_id id) const {
-    return deadlines_.count(id) > 0;
+    return entries_.count(id) > 0;
+  }
+
+  /// Waiters looked at by `take_durable`, `take_expired` and `remove` so
+  /// far: each taken waiter once, never one that stays (so answering N
+  /// waiters costs N visits however they are spread over the passes).
+  uint64_t examined() const {
+    return examined_;
   }
 
   std::size_t size() const {
@@ -96,23 +106,29 @@ public:
 private:
   using mark_map = std::multimap<uint64_t, waiter_id>;
 
+  struct entry {
+    mark_map::iterator where;
+    std::optional<clock::time_point> deadline;
+  };
+
   void forget_deadline(mark_map::iterator waiter) {
-    auto d = deadlines_.find(waiter->second);
-    if (d->second) {
-      auto [first, last] = by_deadline_.equal_range(*d->second);
+    auto d = entries_.find(waiter->second);
+    if (d->second.deadline) {
+      auto [first, last] = by_deadline_.equal_range(*d->second.deadline);
       for (auto j = first; j != last; ++j)
         if (j->second == waiter) {
           by_deadline_.erase(j);
           break;
         }
     }
-    deadlines_.erase(d);
+    entries_.erase(d);
   }
 
   mark_map by_mark_;
   std::multimap<clock::time_point, mark_map::iterator> by_deadline_;
-  /// Each waiting id's deadline, if it has one.
-  std::unordered_map<waiter_id, std::optional<clock::time_point>> deadlines_;
+  /// Each waiting id's place in `by_mark_` and its deadline, if it has one.
+  std::unordered_map<waiter_id, entry> entries_;
+  uint64_t examined_ = 0;
 };
 
 } // namespace coalesce

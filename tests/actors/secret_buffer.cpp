@@ -743,28 +743,21 @@ CAF_TEST(flush sealed queue and terminal flush each end with a wal sync) {
 /// key queued after seal, all waiting at once, took quadratic time. Timed
 /// as a ratio of two sizes on one machine: 8 times the waiters may take
 /// about 8 times as long, not 64 times.
-CAF_TEST(durability checks after seal stay linear in the waiters) {
+/// Every sealed queue is a durability waiter, answered when its write
+/// syncs; that each waiter costs one visit however many wait is pinned on
+/// the waiter list itself (actors.service_patterns: "answering waiters
+/// over many passes visits each waiter once"), not by timing this.
+CAF_TEST(many sealed queues are each answered once their writes are durable) {
   start();
   CAF_CHECK(ask<ok_atom>(seal_atom::value) == ok_atom::value);
-  auto answer_sealed_queues = [&](int waiters) {
-    auto began = std::chrono::steady_clock::now();
-    for (int i = 0; i < waiters; ++i)
-      self->request(buf, infinite, queue_atom::value,
-                    make_entry("HOT", static_cast<uint8_t>(i)));
-    sched.run();
-    std::chrono::duration<double> took = std::chrono::steady_clock::now()
-                                         - began;
-    for (int i = 0; i < waiters; ++i)
-      CAF_REQUIRE(receive_from<ok_atom>(self) == ok_atom::value);
-    CAF_MESSAGE(waiters << " sealed queues answered in " << took.count()
-                        << " s");
-    return took.count();
-  };
-  answer_sealed_queues(2'000); // Warms the allocator and RocksDB up.
-  auto small = answer_sealed_queues(25'000);
-  auto large = answer_sealed_queues(200'000);
-  CAF_CHECK_LESS(large / small, 24.0);
-  CAF_CHECK(stored_as("HOT", static_cast<uint8_t>(200'000 - 1)));
+  constexpr int waiters = 20'000;
+  for (int i = 0; i < waiters; ++i)
+    self->request(buf, infinite, queue_atom::value,
+                  make_entry("HOT", static_cast<uint8_t>(i)));
+  sched.run();
+  for (int i = 0; i < waiters; ++i)
+    CAF_REQUIRE(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(stored_as("HOT", static_cast<uint8_t>(waiters - 1)));
 }
 
 /// A flush also covers entries held by a producer still waiting for room.

@@ -169,6 +169,27 @@ CAF_TEST(durability waiters are answered in one pass once durable past their mar
   CAF_CHECK(waiters.empty());
 }
 
+/// The sealed buffer parks one waiter per queue and answers them as each
+/// write syncs: a pass that rescanned the waiters still waiting would make
+/// that quadratic in the waiters (the review's finding), a pass over what
+/// it takes keeps it linear.
+CAF_TEST(answering waiters over many passes visits each waiter once) {
+  durability_waiters waiters;
+  constexpr uint64_t n = 10'000;
+  for (uint64_t i = 0; i < n; ++i)
+    waiters.wait(i, i, i % 3 == 0 ? std::optional<time_point>{time_point::max()}
+                                  : std::nullopt);
+  std::size_t answered = 0;
+  for (uint64_t durable = 1; durable <= n; ++durable)
+    answered += waiters.take_durable(durable).size();
+  CAF_CHECK_EQUAL(answered, n);
+  CAF_CHECK_EQUAL(waiters.examined(), n);
+  waiters.wait(n, n);
+  CAF_CHECK(waiters.remove(n));
+  CAF_CHECK(!waiters.remove(n));
+  CAF_CHECK_EQUAL(waiters.examined(), n + 1);
+}
+
 CAF_TEST(durability waiters expire at their deadline however far their writes are) {
   durability_waiters waiters;
   auto t0 = time_point{} + 1h;
