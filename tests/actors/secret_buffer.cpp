@@ -13,6 +13,7 @@
 #include "coalesce/storage/secret_merge.hpp"
 #include "coalesce/storage/secret_store.hpp"
 
+#include "mailbox.hpp"
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
 
@@ -155,17 +156,6 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
       actor_cast<abstract_actor*>(stalled));
     sched.run_jobs_filtered(
       [=](resumable* job) { return job != stalled_job; });
-  }
-
-  /// Takes the next message out of `who`'s mailbox: the reply to its
-  /// request. Fails when nothing arrived, so a missing answer is a failure,
-  /// never a hang.
-  message next_message(scoped_actor& who) {
-    if (who->mailbox().empty())
-      CAF_FAIL("no reply arrived");
-    auto element = who->dequeue();
-    CAF_REQUIRE(element != nullptr);
-    return element->move_content_to_message();
   }
 
   template <class T>

@@ -15,6 +15,7 @@
 #include "coalesce/storage/fault_injection.hpp"
 #include "coalesce/storage/timeline.hpp"
 
+#include "mailbox.hpp"
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
 
@@ -73,14 +74,6 @@ struct patterns_fixture : test_coordinator_fixture<test_config> {
 
   parking_state& state() {
     return deref<stateful_actor<parking_state>>(service).state;
-  }
-
-  message next_message(scoped_actor& who) {
-    if (who->mailbox().empty())
-      CAF_FAIL("no reply arrived");
-    auto element = who->dequeue();
-    CAF_REQUIRE(element != nullptr);
-    return element->move_content_to_message();
   }
 
   error receive_error(scoped_actor& who) {

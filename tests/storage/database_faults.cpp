@@ -49,10 +49,15 @@ public:
   }
 
   bool has(const std::string& text) {
+    return count(text) > 0;
+  }
+
+  std::size_t count(const std::string& text) {
+    std::size_t result = 0;
     for (auto& line : lines())
       if (line.find(text) != std::string::npos)
-        return true;
-    return false;
+        ++result;
+    return result;
   }
 
 private:
@@ -137,6 +142,36 @@ CAF_TEST(rocksdb writes no log file of its own and logs through spdlog) {
     CAF_CHECK(!log.has("rocksdb: "));
   }
   CAF_CHECK(!has_log_file(dir.sub("db")));
+}
+
+/// RocksDB logs an error for the directory of a database it is about to
+/// create: on a node's first start that is no error.
+CAF_TEST(creating a database logs no rocksdb error) {
+  temp_dir dir;
+  captured_log log{spdlog::level::info};
+  auto db = database::open({dir.sub("db")});
+  CAF_REQUIRE(db.engaged());
+  CAF_CHECK(!(*db)->close());
+  CAF_CHECK(log.has("rocksdb: "));
+  CAF_CHECK(!log.has("[error] rocksdb:"));
+}
+
+/// While the disk stays full every retry fails the reopen again, and
+/// RocksDB warns each time: the operator reads it once a minute.
+CAF_TEST(a rocksdb warning repeated at every retry is logged once) {
+  temp_dir dir;
+  auto faults = std::make_shared<fault_switches>();
+  auto opened = database::open({dir.sub("db"), durability::synced,
+                                make_fault_injecting_file_system(faults)});
+  CAF_REQUIRE(opened.engaged());
+  auto db = std::move(*opened);
+  captured_log log{spdlog::level::info};
+  faults->disk_full = true;
+  for (int attempt = 0; attempt < 3; ++attempt)
+    CAF_CHECK_NOT_EQUAL(db->recover(), caf::none);
+  CAF_CHECK_EQUAL(log.count("DB::Open() failed"), 1u);
+  faults->clear();
+  CAF_CHECK_EQUAL(db->recover(), caf::none);
 }
 
 /// The disk fills at a different point of every run: in a WAL append, an
