@@ -14,8 +14,9 @@ class App;
 } // namespace CLI
 
 /// How coalesce-cli's command groups plug into it: each group (one file
-/// each) adds its subcommands to the CLI11 app and says what each does once
-/// the session is connected; cli_main.cpp parses and dispatches.
+/// each, app/cli_*.cpp) registers itself, adds its subcommands to the CLI11
+/// app and says what each does once the session is connected; cli_main.cpp
+/// parses and dispatches.
 namespace coalesce {
 
 /// One command: the CLI11 subcommand that selects it, and what it does with
@@ -27,17 +28,16 @@ struct cli_command {
 
 using cli_commands = std::vector<cli_command>;
 
-/// `secret put`, `secret get`, `secret flush` (cli_secret.cpp).
-void add_secret_commands(CLI::App& app, cli_commands& commands);
+/// A command group: adds its subcommands to the CLI11 app.
+using command_group = void (*)(CLI::App& app, cli_commands& commands);
 
-/// `timeline append` and `backfill` (cli_timeline.cpp).
-void add_timeline_commands(CLI::App& app, cli_commands& commands);
+/// Every group linked into the CLI (app/cli_*.cpp), in registration order.
+std::vector<command_group>& command_groups();
 
-/// `stats` (cli_stats.cpp).
-void add_stats_command(CLI::App& app, cli_commands& commands);
-
-/// `load secrets` (cli_load.cpp).
-void add_load_commands(CLI::App& app, cli_commands& commands);
+/// Registers `group` during static initialisation, so a new group is a new
+/// file only: `const bool registered = register_command_group(add_x);` at
+/// namespace scope in its file.
+bool register_command_group(command_group group);
 
 /// Entries per queue or lookup message when reading from stdin: large enough
 /// to amortise a remote round trip, small enough to keep messages modest.

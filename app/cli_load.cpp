@@ -87,8 +87,6 @@ int load_secrets(session& s, const load_options& o) {
   return exit_ok;
 }
 
-} // namespace
-
 void add_load_commands(CLI::App& app, cli_commands& commands) {
   auto load = app.add_subcommand("load", "drive a workload");
   load->require_subcommand(1);
@@ -104,5 +102,9 @@ void add_load_commands(CLI::App& app, cli_commands& commands) {
                         return load_secrets(s, *o);
                       }});
 }
+
+} // namespace
+
+const bool registered = register_command_group(add_load_commands);
 
 } // namespace coalesce

@@ -38,6 +38,20 @@ const cli_command* selected(const cli_commands& commands) {
 
 } // namespace
 
+namespace coalesce {
+
+std::vector<command_group>& command_groups() {
+  static std::vector<command_group> groups;
+  return groups;
+}
+
+bool register_command_group(command_group group) {
+  command_groups().push_back(group);
+  return true;
+}
+
+} // namespace coalesce
+
 int main(int argc, char** argv) {
   node_address address;
   std::string timeout_text = "5s";
@@ -54,10 +68,8 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.require_subcommand(1);
   cli_commands commands;
-  add_secret_commands(app, commands);
-  add_stats_command(app, commands);
-  add_load_commands(app, commands);
-  add_timeline_commands(app, commands);
+  for (auto group : command_groups())
+    group(app, commands);
 
   try {
     app.parse(argc, argv);

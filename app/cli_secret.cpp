@@ -99,8 +99,6 @@ int secret_flush(session& s) {
   return exit_ok;
 }
 
-} // namespace
-
 void add_secret_commands(CLI::App& app, cli_commands& commands) {
   auto secret = app.add_subcommand("secret", "put, get or flush secrets");
   secret->require_subcommand(1);
@@ -132,5 +130,9 @@ void add_secret_commands(CLI::App& app, cli_commands& commands) {
     "flush", "return once everything queued before it is durable");
   commands.push_back({flush, secret_flush});
 }
+
+} // namespace
+
+const bool registered = register_command_group(add_secret_commands);
 
 } // namespace coalesce

@@ -18,28 +18,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-/// Accepts any list of fields; only its type matters.
-struct any_fields {
-  template <class... Ts>
-  void operator()(Ts&&...) const {
-    // nop
-  }
-};
-
-template <class T, class = void>
-struct has_named_fields : std::false_type {};
-
-template <class T>
-struct has_named_fields<T, std::void_t<decltype(with_named_fields(
-                             std::declval<T&>(), any_fields{}))>>
-  : std::true_type {};
-
-template <class T>
-struct is_vector : std::false_type {};
-
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
-
 template <class T>
 json to_json(T& x);
 
@@ -89,11 +67,13 @@ int stats(session& s) {
   return exit_ok;
 }
 
-} // namespace
-
 void add_stats_command(CLI::App& app, cli_commands& commands) {
   auto cmd = app.add_subcommand("stats", "print the node's counters as JSON");
   commands.push_back({cmd, stats});
 }
+
+} // namespace
+
+const bool registered = register_command_group(add_stats_command);
 
 } // namespace coalesce

@@ -141,8 +141,6 @@ void add_backfill_command(CLI::App& app, cli_commands& commands) {
   commands.push_back({cmd, [o](session& s) { return backfill(s, *o); }});
 }
 
-} // namespace
-
 void add_timeline_commands(CLI::App& app, cli_commands& commands) {
   auto timeline = app.add_subcommand("timeline", "work on room timelines");
   timeline->require_subcommand(1);
@@ -156,5 +154,9 @@ void add_timeline_commands(CLI::App& app, cli_commands& commands) {
                       }});
   add_backfill_command(app, commands);
 }
+
+} // namespace
+
+const bool registered = register_command_group(add_timeline_commands);
 
 } // namespace coalesce

@@ -17,7 +17,7 @@ namespace {
 
 struct node_gateway_state {
   static inline const char* name = "node_gateway";
-  node_services services;
+  service_handles services;
   std::chrono::steady_clock::time_point started
     = std::chrono::steady_clock::now();
   bool shutting_down = false;
@@ -36,14 +36,6 @@ caf::error refuse(gateway_pointer self) {
                     "it no longer accepts requests; retry on another node or "
                     "after a restart");
 }
-
-/// Awaits, cancels and detaches are still served while shutting down: they
-/// concern requests already admitted, which shutdown answers.
-template <class Atom>
-constexpr bool served_while_shutting_down
-  = std::is_same<Atom, await_atom>::value
-    || std::is_same<Atom, cancel_atom>::value
-    || std::is_same<Atom, detach_atom>::value;
 
 /// The handler that forwards one message signature of a service's
 /// interface: refuse while shutting down, otherwise delegate (the service
@@ -89,12 +81,16 @@ public:
     // nop
   }
 
-  /// Requests one service's stats into `member`.
+  /// Requests the stats of the service of `entry`, into its member.
   template <class Handle, class Stats>
-  stats_gathering& ask(Handle service, Stats node_stats::*member) {
+  void ask(service_entry<Handle, Stats node_stats::*> entry) {
+    using stats_source = caf::typed_actor<caf::replies_to<stats_atom>::with<
+      Stats>>;
     ++state_->outstanding;
     auto state = state_;
-    self_->request(service, stats_timeout, stats_atom::value)
+    auto member = entry.stats;
+    self_->request(caf::actor_cast<stats_source>(*entry.handle), stats_timeout,
+                   stats_atom::value)
       .then(
         [state, member](Stats& answer) {
           state->stats.*member = std::move(answer);
@@ -107,7 +103,18 @@ public:
             state->promise.deliver(std::move(err));
           }
         });
-    return *this;
+  }
+
+  /// A service without stats of its own.
+  template <class Handle>
+  void ask(service_entry<Handle, std::nullptr_t>) {
+    // nop
+  }
+
+  /// Delivers at once when no service has stats.
+  void finish() {
+    if (state_->outstanding == 0 && !state_->failed)
+      state_->promise.deliver(std::move(state_->stats));
   }
 
 private:
@@ -131,10 +138,10 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
   stats.shutting_down = st.shutting_down;
   stats.refused_requests = st.refused;
   auto promise = self->make_response_promise<node_stats>();
-  // A new service adds one line here (and its member of node_stats).
-  stats_gathering{self, std::move(stats), promise}
-    .ask(st.services.secrets, &node_stats::secrets)
-    .ask(st.services.scheduler, &node_stats::scheduler);
+  stats_gathering gathering{self, std::move(stats), promise};
+  std::apply([&](auto... entries) { (gathering.ask(entries), ...); },
+             service_entries(st.services));
+  gathering.finish();
   return promise;
 }
 
@@ -151,14 +158,14 @@ caf::result<ok_atom> begin_shutdown(gateway_pointer self) {
 }
 
 node_actor::behavior_type node_gateway(gateway_pointer self,
-                                       node_services services) {
+                                       service_handles services) {
   self->state.services = std::move(services);
-  const auto& s = self->state.services;
-  // A new service adds its forwarders here (and its requests to node_actor).
   auto handlers = std::tuple_cat(
-    forwarders(self, caf::actor_cast<secret_buffer_requests>(s.secrets)),
-    forwarders(self, s.timeline),
-    forwarders(self, caf::actor_cast<backfill_requests>(s.scheduler)),
+    std::apply(
+      [self](auto... entries) {
+        return std::tuple_cat(forwarders(self, *entries.handle)...);
+      },
+      service_entries(self->state.services)),
     std::make_tuple([self](stats_atom) { return gather_stats(self); },
                     [self](shutdown_atom) { return begin_shutdown(self); }));
   return std::apply(
@@ -170,7 +177,8 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
 
 } // namespace
 
-node_actor spawn_node_gateway(caf::actor_system& sys, node_services services) {
+node_actor spawn_node_gateway(caf::actor_system& sys,
+                              service_handles services) {
   return sys.spawn(node_gateway, std::move(services));
 }
 

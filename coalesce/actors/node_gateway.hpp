@@ -4,39 +4,33 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "coalesce/actors/backfill_scheduler.hpp"
-#include "coalesce/actors/secret_buffer.hpp"
-#include "coalesce/actors/timeline_actors.hpp"
-#include "coalesce/messages/atoms.hpp"
 #include "coalesce/messages/node_interface.hpp"
-#include "coalesce/messages/node_stats.hpp"
-#include "coalesce/messages/secret_entry.hpp"
 
 /// The one actor a node publishes: remote clients (the CLI, other nodes)
 /// talk to the node's services through it, never to the services directly.
 ///
 /// - It forwards each request to the service that owns it, with one generic
-///   forwarder per service interface (every message of the interface); the service
+///   forwarder per service interface (every message of the interface, for
+///   every entry of `service_entries`); the service
 ///   answers the caller directly and sees the caller as the requester (so
 ///   the secret buffer monitors remote producers like local ones).
 /// - `shutdown`, accepted only from the gateway's own node, switches it to
 ///   refusing: every later request is answered with `errc::node_shutting_down`,
 ///   while in-process producers keep the services' own shutdown paths (the
 ///   buffer's seal).
-/// - `stats` gathers the counters of every service into one `node_stats`.
+/// - `stats` gathers the counters of every service that has them (its
+///   entry names its member of `node_stats`) into one `node_stats`; each
+///   such service answers `stats` itself.
 ///
-/// Later services add their messages to `node_actor`, one at a time.
+/// Nothing here names a service: they are listed in
+/// coalesce/messages/node_interface.hpp.
 namespace coalesce {
 
 // node_actor: coalesce/messages/node_interface.hpp.
 
-/// The services a gateway fronts.
-struct node_services {
-  secret_buffer_interface secrets;
-  backfill_interface scheduler;
-  timeline_requests timeline;
-};
-
-node_actor spawn_node_gateway(caf::actor_system& sys, node_services services);
+/// A gateway in front of the services `services` points at, which must be
+/// the services themselves (their `stats` is asked for), not another node.
+node_actor spawn_node_gateway(caf::actor_system& sys,
+                              service_handles services);
 
 } // namespace coalesce

@@ -2,7 +2,9 @@
 
 #include <caf/atom.hpp>
 
-/// Every verb coalesce's actors understand. Atoms are part of the wire format
+/// The verbs of the first services and of the node. A new service defines
+/// the verbs only it uses in its own `NAME_interface.hpp` (an atom is a
+/// type: nothing else has to list it). Atoms are part of the wire format
 /// between nodes: rename one and older nodes stop understanding newer ones.
 /// CAF 0.17 limits atom text to 10 characters. Verbs CAF already defines
 /// (`caf::flush_atom`, `caf::ok_atom`, ...) are reused rather than redefined.

@@ -2,67 +2,26 @@
 
 namespace coalesce {
 
+namespace {
+
+const errc_text* text_of(errc x) {
+  auto index = static_cast<std::size_t>(x);
+  if (index == 0 || index > std::size(errc_texts))
+    return nullptr;
+  return &errc_texts[index - 1];
+}
+
+} // namespace
+
 std::string to_string(errc x) {
-  switch (x) {
-    case errc::invalid_secret_entry:
-      return "invalid_secret_entry";
-    case errc::storage_failed:
-      return "storage_failed";
-    case errc::corrupt_record:
-      return "corrupt_record";
-    case errc::service_stopped:
-      return "service_stopped";
-    case errc::node_shutting_down:
-      return "node_shutting_down";
-    case errc::unsupported_format:
-      return "unsupported_format";
-    case errc::not_permitted:
-      return "not_permitted";
-    case errc::invalid_request:
-      return "invalid_request";
-    case errc::queue_full:
-      return "queue_full";
-    case errc::unknown_ticket:
-      return "unknown_ticket";
-    case errc::service_shut_down:
-      return "service_shut_down";
-    case errc::await_replaced:
-      return "await_replaced";
-    case errc::node_unreachable:
-      return "node_unreachable";
-  }
+  if (auto text = text_of(x))
+    return text->name;
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }
 
 std::string describe(errc x) {
-  switch (x) {
-    case errc::invalid_secret_entry:
-      return "invalid secret entry";
-    case errc::storage_failed:
-      return "storage failed";
-    case errc::corrupt_record:
-      return "corrupt record in the database";
-    case errc::service_stopped:
-      return "the service stopped before answering";
-    case errc::node_shutting_down:
-      return "the node is shutting down";
-    case errc::unsupported_format:
-      return "the database has an unsupported format";
-    case errc::not_permitted:
-      return "the request is not permitted";
-    case errc::invalid_request:
-      return "invalid request";
-    case errc::queue_full:
-      return "the queue is full";
-    case errc::unknown_ticket:
-      return "unknown ticket";
-    case errc::service_shut_down:
-      return "the service is shut down";
-    case errc::await_replaced:
-      return "a later await for the same ticket replaced this one";
-    case errc::node_unreachable:
-      return "the node cannot be reached";
-  }
+  if (auto text = text_of(x))
+    return text->sentence;
   return to_string(x);
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -45,6 +47,43 @@ enum class errc : uint8_t {
   /// peer there is not one).
   node_unreachable = 13,
 };
+
+/// Each error's name (logs, tests) and the sentence it renders as; one row
+/// per value of `errc`, in the order of the enum, so a new error is one value
+/// and one row, here.
+struct errc_text {
+  errc code;
+  const char* name;
+  const char* sentence;
+};
+
+inline constexpr errc_text errc_texts[] = {
+  {errc::invalid_secret_entry, "invalid_secret_entry", "invalid secret entry"},
+  {errc::storage_failed, "storage_failed", "storage failed"},
+  {errc::corrupt_record, "corrupt_record", "corrupt record in the database"},
+  {errc::service_stopped, "service_stopped",
+    "the service stopped before answering"},
+  {errc::node_shutting_down, "node_shutting_down", "the node is shutting down"},
+  {errc::unsupported_format, "unsupported_format",
+    "the database has an unsupported format"},
+  {errc::not_permitted, "not_permitted", "the request is not permitted"},
+  {errc::invalid_request, "invalid_request", "invalid request"},
+  {errc::queue_full, "queue_full", "the queue is full"},
+  {errc::unknown_ticket, "unknown_ticket", "unknown ticket"},
+  {errc::service_shut_down, "service_shut_down", "the service is shut down"},
+  {errc::await_replaced, "await_replaced",
+    "a later await for the same ticket replaced this one"},
+  {errc::node_unreachable, "node_unreachable", "the node cannot be reached"},
+};
+
+constexpr bool errc_texts_in_order() {
+  for (std::size_t i = 0; i < std::size(errc_texts); ++i)
+    if (static_cast<std::size_t>(errc_texts[i].code) != i + 1)
+      return false;
+  return true;
+}
+
+static_assert(errc_texts_in_order(), "one row per errc value, in enum order");
 
 /// The category atom of coalesce's errors.
 constexpr caf::atom_value errc_category = caf::atom("coalesce");

@@ -2,6 +2,9 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 /// One list of a message type's fields with their names, for the types
 /// whose fields a client shows by name (the stats). CAF 0.17's `inspect`
@@ -37,6 +40,93 @@ template <class Inspector, class Meta, class... Ts>
 auto inspect_named_fields(Inspector& f, Meta type_name,
                           named_field<Ts>... fields) {
   return f(type_name, fields.value...);
+}
+
+/// Accepts any list of fields; only its type matters.
+struct any_fields {
+  template <class... Ts>
+  void operator()(Ts&&...) const {
+    // nop
+  }
+};
+
+/// Whether `T` lists its fields with `with_named_fields`.
+template <class T, class = void>
+struct has_named_fields : std::false_type {};
+
+template <class T>
+struct has_named_fields<T, std::void_t<decltype(with_named_fields(
+                             std::declval<T&>(), any_fields{}))>>
+  : std::true_type {};
+
+template <class T>
+struct is_vector : std::false_type {};
+
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+/// `x` as one log line's worth of `name=value` words, nested fields as
+/// `outer.inner=value` and vectors indexed by an enum as `name.index=value`
+/// (the node's periodic stats line).
+template <class T>
+std::string flat_fields(T& x, const std::string& prefix = {});
+
+namespace detail {
+
+template <class T>
+std::string scalar_text(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return value;
+  } else {
+    static_assert(std::is_arithmetic_v<T>,
+                  "a stats field must be a number, a flag, a string, a "
+                  "vector of those or a type with named fields");
+    return std::to_string(value);
+  }
+}
+
+template <class T>
+void append_flat(std::string& out, const std::string& name, T& value) {
+  std::string word;
+  if constexpr (has_named_fields<T>::value) {
+    word = flat_fields(value, name + ".");
+  } else if constexpr (is_vector<T>::value) {
+    std::string joined;
+    for (const auto& element : value)
+      joined += (joined.empty() ? "" : ",") + scalar_text(element);
+    word = name + "=[" + joined + "]";
+  } else {
+    word = name + "=" + scalar_text(value);
+  }
+  if (!word.empty())
+    out += (out.empty() ? "" : " ") + word;
+}
+
+template <class T>
+void append_field(std::string& out, const std::string& prefix,
+                  const named_field<T>& field) {
+  if constexpr (is_vector<T>::value) {
+    if (field.index_name != nullptr) {
+      for (std::size_t i = 0; i < field.value.size(); ++i)
+        append_flat(out, prefix + field.name + "." + field.index_name(i),
+                    field.value[i]);
+      return;
+    }
+  }
+  append_flat(out, prefix + field.name, field.value);
+}
+
+} // namespace detail
+
+template <class T>
+std::string flat_fields(T& x, const std::string& prefix) {
+  std::string out;
+  with_named_fields(x, [&](const auto&... fields) {
+    (detail::append_field(out, prefix, fields), ...);
+  });
+  return out;
 }
 
 } // namespace coalesce

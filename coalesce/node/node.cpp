@@ -15,17 +15,6 @@ namespace coalesce {
 
 namespace {
 
-std::string describe(const secret_buffer_stats& x) {
-  return fmt::format("pending={} waiting_producers={} held_entries={} "
-                     "batches_written={} entries_written={} failed_batches={} "
-                     "last_batch_size={} last_write_us={} force_buffered={} "
-                     "retries={} failing_for_ms={}",
-                     x.pending, x.waiting_producers, x.held_entries,
-                     x.batches_written, x.entries_written, x.failed_batches,
-                     x.last_batch_size, x.last_write_latency_us,
-                     x.force_buffered, x.retries, x.failing_for_ms);
-}
-
 /// Logs the node's counters every `interval` until it is told to stop.
 caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
                              caf::timespan interval) {
@@ -35,13 +24,7 @@ caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
       self->request(gateway, std::chrono::seconds{10}, stats_atom::value)
         .then(
           [](node_stats& stats) {
-            const auto& s = stats.scheduler;
-            spdlog::info("stats: uptime_s={} refused_requests={} secrets: {} "
-                         "scheduler: queued_low={} queued_normal={} "
-                         "queued_high={} running={} coalesced_joins={}",
-                         stats.uptime_s, stats.refused_requests,
-                         describe(stats.secrets), s.queued[0], s.queued[1],
-                         s.queued[2], s.running, s.coalesced_joins);
+            spdlog::info("stats: {}", flat_fields(stats));
           },
           [self](caf::error& err) {
             spdlog::warn("stats: no answer from the gateway: {}",
@@ -69,9 +52,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     return EXIT_FAILURE;
   }
   auto& local = **services;
-  auto gateway = spawn_node_gateway(
-    sys, node_services{local.secret_buffer(), local.scheduler(),
-                       local.timeline()});
+  auto gateway = spawn_node_gateway(sys, local.handles());
   auto port = sys.middleman().publish(gateway, settings.port,
                                       settings.host.c_str(), true);
   if (!port) {

@@ -1,14 +1,13 @@
 #include "coalesce/node/services.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
-#include "coalesce/actors/timeline_actors.hpp"
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
 
@@ -19,54 +18,30 @@ using std::chrono::steady_clock;
 struct local_services::parts {
   caf::actor_system* sys = nullptr;
   std::shared_ptr<storage::database> db;
-  secret_service secrets;
-  timeline_actor timeline;
-  scheduler_actor scheduler;
+  hosted_services services;
   std::optional<bool> stopped_with;
 };
 
 namespace {
 
-/// Time left until `deadline`, at least one millisecond.
-caf::timespan until(steady_clock::time_point deadline) {
-  auto left = deadline - steady_clock::now();
-  return std::max<caf::timespan>(
-    std::chrono::duration_cast<caf::timespan>(left),
-    std::chrono::milliseconds{1});
+constexpr auto service_count = std::tuple_size_v<hosted_services>;
+
+/// Calls `f` with every hosted service, in start order.
+template <class F>
+void in_start_order(hosted_services& services, F&& f) {
+  std::apply([&](auto&... service) { (f(service), ...); }, services);
 }
 
-/// Seals and flushes the buffer; returns whether everything was written,
-/// logging what was not.
-bool drain_secrets(caf::scoped_actor& self, const secret_buffer_actor& buffer,
-                   steady_clock::time_point deadline) {
-  auto& sys = self->system();
-  self->request(buffer, until(deadline), seal_atom::value)
-    .receive([](ok_atom) {}, [](caf::error&) {});
-  bool written = false;
-  self->request(buffer, until(deadline), flush_atom::value)
-    .receive([&](ok_atom) { written = true; },
-             [&](caf::error& err) {
-               spdlog::error("flushing the secret buffer failed: {}",
-                             sys.render(err));
-             });
-  if (written) {
-    spdlog::info("secret buffer flushed: every queued secret is durable");
-    return true;
-  }
-  self->request(buffer, std::chrono::seconds{5}, stats_atom::value)
-    .receive(
-      [](secret_buffer_stats& st) {
-        spdlog::error("{} secrets could not be written ({} pending, {} held "
-                      "by waiting producers)",
-                      st.pending + st.held_entries, st.pending,
-                      st.held_entries);
-      },
-      [&](caf::error& err) {
-        spdlog::error("the secret buffer does not answer; what it held is "
-                      "unknown: {}",
-                      sys.render(err));
-      });
-  return false;
+/// Calls `f` with every hosted service, last started first.
+template <class F, std::size_t... Is>
+void in_stop_order(hosted_services& services, F&& f,
+                   std::index_sequence<Is...>) {
+  (f(std::get<service_count - 1 - Is>(services)), ...);
+}
+
+template <class F>
+void in_stop_order(hosted_services& services, F&& f) {
+  in_stop_order(services, f, std::make_index_sequence<service_count>{});
 }
 
 } // namespace
@@ -81,19 +56,14 @@ local_services::~local_services() {
 }
 
 service_handles local_services::handles() const {
-  return {parts_->secrets.buffer, parts_->timeline, parts_->scheduler};
+  service_handles result;
+  in_start_order(parts_->services,
+                 [&](const auto& service) { service.add_handles(result); });
+  return result;
 }
 
-const secret_buffer_actor& local_services::secret_buffer() const {
-  return parts_->secrets.buffer;
-}
-
-const scheduler_actor& local_services::scheduler() const {
-  return parts_->scheduler;
-}
-
-const timeline_actor& local_services::timeline() const {
-  return parts_->timeline;
+const hosted_services& local_services::hosted() const {
+  return parts_->services;
 }
 
 bool local_services::stop(caf::timespan deadline_in) {
@@ -102,17 +72,21 @@ bool local_services::stop(caf::timespan deadline_in) {
     return *p.stopped_with;
   auto deadline = steady_clock::now() + deadline_in;
   caf::scoped_actor self{*p.sys};
-  // In order: the scheduler answers its callers before the buffer seals, so
-  // the last thing to finish is the write of what was queued.
-  self->request(p.scheduler, until(deadline), shutdown_atom::value)
-    .receive([](ok_atom) {}, [](caf::error&) {});
-  auto written = drain_secrets(self, p.secrets.buffer, deadline);
-  for (auto hdl : {caf::actor_cast<caf::actor>(p.scheduler),
-                   caf::actor_cast<caf::actor>(p.timeline),
-                   caf::actor_cast<caf::actor>(p.secrets.buffer)})
-    caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
-  self->wait_for(p.scheduler, p.timeline, p.secrets.buffer, p.secrets.drain,
-                 p.secrets.reader);
+  // Last started first: a service answers the callers it holds before the
+  // services it writes through stop, so the last thing to finish is the
+  // write of what was queued.
+  bool written = true;
+  in_stop_order(p.services, [&](const auto& service) {
+    written = service.wind_down(self, deadline) && written;
+  });
+  in_stop_order(p.services, [&](const auto& service) {
+    for (const auto& actor : service.to_exit())
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  });
+  in_stop_order(p.services, [&](const auto& service) {
+    for (const auto& actor : service.to_wait_for())
+      self->wait_for(actor);
+  });
   if (auto err = p.db->close()) {
     spdlog::error("closing the database failed: {}", p.sys->render(err));
     written = false;
@@ -135,10 +109,9 @@ start_services(caf::actor_system& sys, const service_settings& settings) {
   auto state = std::make_unique<local_services::parts>();
   state->sys = &sys;
   state->db = *db;
-  state->secrets = spawn_secret_service(sys, *db, settings.secrets);
-  state->timeline = sys.spawn<caf::detached>(timeline_store, *db);
-  state->scheduler = spawn_backfill_scheduler(sys, state->timeline,
-                                              settings.scheduler);
+  in_start_order(state->services, [&](auto& service) {
+    service.start(sys, state->db, settings, state->services);
+  });
   return std::make_unique<local_services>(std::move(state));
 }
 
@@ -149,7 +122,15 @@ caf::expected<service_handles> connect_services(caf::actor_system& sys,
   auto node = connect_node(sys, host, port, timeout);
   if (!node)
     return std::move(node.error());
-  return service_handles{*node, *node, *node};
+  service_handles result;
+  std::apply(
+    [&](auto... entries) {
+      ((*entries.handle = caf::actor_cast<
+          std::decay_t<decltype(*entries.handle)>>(*node)),
+       ...);
+    },
+    service_entries(result));
+  return result;
 }
 
 } // namespace coalesce

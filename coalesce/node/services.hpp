@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
@@ -26,13 +27,7 @@
 /// coalesce/storage/timeline.hpp).
 namespace coalesce {
 
-/// The typed handles of the services. In process they point at the
-/// services themselves, remotely at the node's gateway, which forwards.
-struct service_handles {
-  secret_buffer_requests secrets;
-  timeline_requests timeline;
-  backfill_requests backfill;
-};
+// service_handles: coalesce/messages/node_interface.hpp.
 
 /// Services running in this process over one database.
 class local_services {
@@ -47,23 +42,29 @@ public:
   /// Destroy it (or call `stop`) before the actor system it runs in.
   ~local_services();
 
+  /// The handles of every service (also what the node's gateway fronts).
   service_handles handles() const;
 
-  /// The actors themselves, for what only the process may send (a seal, a
-  /// stop condition as code, the services' own stats) and for the node's
-  /// gateway.
-  const secret_buffer_actor& secret_buffer() const;
-  const scheduler_actor& scheduler() const;
-  const timeline_actor& timeline() const;
+  /// One service as hosted (a type of `hosted_services`,
+  /// coalesce/node/service_list.hpp), for what only the process may send
+  /// (a seal, a stop condition as code, a service's own stats):
+  /// `local.service<secret_buffer_service>().actors().buffer`.
+  template <class Service>
+  const Service& service() const {
+    return std::get<Service>(hosted());
+  }
 
-  /// Stops the services in order within `deadline`: cancels every
-  /// back-pagination run (its callers are answered), seals and flushes the
-  /// secret buffer, stops the actors and closes the database. Returns
-  /// whether everything queued was written; what was not is logged. Later
-  /// calls return the first call's answer.
+  /// Stops the services within `deadline`: each winds down in the reverse
+  /// of the start order (the scheduler cancels every run and its callers
+  /// are answered, then the secret buffer seals and flushes), then every
+  /// actor stops and the database closes. Returns whether everything
+  /// queued was written; what was not is logged. Later calls return the
+  /// first call's answer.
   bool stop(caf::timespan deadline);
 
 private:
+  const hosted_services& hosted() const;
+
   std::unique_ptr<parts> parts_;
 };
 

@@ -29,8 +29,8 @@ void service_settings::add_to(caf::config_option_adder& adder) {
     .add(durability, "durability",
          described("\"synced\" (fsync per batch) or \"buffered\" (no fsync)",
                    durability));
-  secrets.add_to(adder);
-  scheduler.add_to(adder);
+  service_options::for_each(*this,
+                            [&](auto& options) { options.add_to(adder); });
 }
 
 std::string service_settings::validate(const std::string& group) const {
@@ -39,9 +39,12 @@ std::string service_settings::validate(const std::string& group) const {
   if (!storage::parse_durability(durability))
     return group + ".durability = " + quoted(durability)
            + " must be \"synced\" or \"buffered\"";
-  if (auto problem = secrets.validate(group); !problem.empty())
-    return problem;
-  return scheduler.validate(group);
+  std::string problem;
+  service_options::for_each(*this, [&](const auto& options) {
+    if (problem.empty())
+      problem = options.validate(group);
+  });
+  return problem;
 }
 
 void node_settings::add_to(caf::config_option_adder& adder) {

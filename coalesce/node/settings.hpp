@@ -8,8 +8,7 @@
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
-#include "coalesce/actors/backfill_scheduler.hpp"
-#include "coalesce/actors/secret_buffer.hpp"
+#include "coalesce/node/service_list.hpp"
 
 namespace rocksdb {
 class FileSystem;
@@ -24,14 +23,12 @@ class FileSystem;
 namespace coalesce {
 
 /// What the services need to start: their database and each service's
-/// settings.
-struct service_settings {
+/// settings (the members of `service_options`, coalesce/node/service_list.hpp).
+struct service_settings : service_options {
   /// Directory of the RocksDB database; created when missing.
   std::string db_path = "data";
   /// "synced" (fsync per batch) or "buffered" (WAL without fsync).
   std::string durability = "synced";
-  secret_buffer_options secrets;
-  scheduler_options scheduler;
   /// TEST SEAM only (coalesce/storage/fault_injection.hpp): the file system
   /// RocksDB writes through. Null: the real one. Not a config key.
   std::shared_ptr<rocksdb::FileSystem> file_system;

@@ -20,28 +20,6 @@ namespace {
 
 const char* const format_version_key = "coalesce/format-version";
 
-rocksdb::ColumnFamilyOptions plain_family_options() {
-  return rocksdb::ColumnFamilyOptions{};
-}
-
-/// The rows of `known_families()`; a new family is one more.
-constexpr std::array<family_spec, family_count> family_table{{
-  // RocksDB's own name for the family every database has.
-  {family::meta, "default", plain_family_options},
-  {family::secrets, "secrets", secrets_family_options},
-  {family::timeline, "timeline", plain_family_options},
-}};
-
-constexpr bool rows_in_enum_order() {
-  for (std::size_t i = 0; i < family_count; ++i)
-    if (static_cast<std::size_t>(family_table[i].id) != i)
-      return false;
-  return true;
-}
-
-// `family_name` and the handle slots index the table by the enum.
-static_assert(rows_in_enum_order(), "one row per family, in enum order");
-
 /// The row named `name`, null for a family this build does not know.
 const family_spec* find_family(const std::string& name) {
   for (const auto& row : family_table)
@@ -81,8 +59,8 @@ caf::error check_format_version(database::impl& state) {
 
 } // namespace
 
-const std::array<family_spec, family_count>& known_families() {
-  return family_table;
+rocksdb::ColumnFamilyOptions plain_family_options() {
+  return rocksdb::ColumnFamilyOptions{};
 }
 
 const char* family_name(family x) {

@@ -89,10 +89,6 @@ struct database::impl {
   void note_failure(const caf::error& failure);
 };
 
-/// Options of the secrets column family: the merge operator and the
-/// compaction filter that purges expired rows.
-rocksdb::ColumnFamilyOptions secrets_family_options();
-
 /// Turns a RocksDB status into a coalesce error (none when ok).
 caf::error to_error(const rocksdb::Status& status, const char* what);
 

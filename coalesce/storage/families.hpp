@@ -12,8 +12,8 @@ struct ColumnFamilyOptions;
 /// each row's family with the row's options and keeps its handle in the
 /// row's slot, and tests read the table instead of repeating the names. A
 /// new family is one `family` value (with `family_count` one more) and one
-/// row in `known_families()` (database.cpp); a missing or misplaced row
-/// does not compile. A family found in the directory that is in no row
+/// row in `family_table` below, both here; a missing or misplaced row does
+/// not compile. A family found in the directory that is in no row
 /// (written by a newer build) is opened with plain options and never
 /// written.
 namespace coalesce::storage {
@@ -38,8 +38,33 @@ struct family_spec {
   rocksdb::ColumnFamilyOptions (*options)();
 };
 
+/// Plain RocksDB options (database.cpp).
+rocksdb::ColumnFamilyOptions plain_family_options();
+
+/// The secrets' merge operator and compaction filter (secret_store.cpp).
+rocksdb::ColumnFamilyOptions secrets_family_options();
+
 /// One row per value of `family`, in the order of the enum.
-const std::array<family_spec, family_count>& known_families();
+inline constexpr std::array<family_spec, family_count> family_table{{
+  // RocksDB's own name for the family every database has.
+  {family::meta, "default", plain_family_options},
+  {family::secrets, "secrets", secrets_family_options},
+  {family::timeline, "timeline", plain_family_options},
+}};
+
+constexpr bool rows_in_enum_order() {
+  for (std::size_t i = 0; i < family_count; ++i)
+    if (static_cast<std::size_t>(family_table[i].id) != i)
+      return false;
+  return true;
+}
+
+// `family_name` and the handle slots index the table by the enum.
+static_assert(rows_in_enum_order(), "one row per family, in enum order");
+
+inline const std::array<family_spec, family_count>& known_families() {
+  return family_table;
+}
 
 /// The name of `x` in the directory.
 const char* family_name(family x);

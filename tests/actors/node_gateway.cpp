@@ -1,7 +1,11 @@
 #define CAF_SUITE actors.node_gateway
 #include <caf/test/dsl.hpp>
 
+#include "coalesce/actors/backfill_scheduler.hpp"
 #include "coalesce/actors/node_gateway.hpp"
+#include "coalesce/actors/secret_buffer.hpp"
+#include "coalesce/actors/secret_store_actors.hpp"
+#include "coalesce/actors/timeline_actors.hpp"
 
 #include "coalesce/actors/secret_store_actors.hpp"
 #include "coalesce/messages/errc.hpp"
@@ -38,8 +42,8 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
     buffer = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{});
     timeline = sys.spawn(timeline_store, db);
     scheduler = spawn_backfill_scheduler(sys, timeline, scheduler_options{});
-    gateway = spawn_node_gateway(sys, node_services{buffer, scheduler,
-                                                    timeline});
+    gateway = spawn_node_gateway(sys, service_handles{buffer, timeline,
+                                                      scheduler});
     sched.run();
   }
 

@@ -108,7 +108,9 @@ CAF_TEST(services started in process serve and write everything on stop) {
   use_the_services(sys, (*started)->handles(), "!local:x");
   {
     scoped_actor self{sys};
-    self->request((*started)->secret_buffer(), 30s, queue_atom::value,
+    const auto& buffer
+      = (*started)->service<secret_buffer_service>().actors().buffer;
+    self->request(buffer, 30s, queue_atom::value,
                   make_entry("late", 9))
       .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   }
@@ -129,9 +131,7 @@ CAF_TEST(a connected node gives the same handles and the same answers) {
   auto started = start_services(node_sys, settings_in(dir));
   CAF_REQUIRE(started);
   auto& local = **started;
-  auto gateway = spawn_node_gateway(
-    node_sys,
-    node_services{local.secret_buffer(), local.scheduler(), local.timeline()});
+  auto gateway = spawn_node_gateway(node_sys, local.handles());
   auto port = node_sys.middleman().publish(gateway, 0, "127.0.0.1", true);
   CAF_REQUIRE(port);
   {
