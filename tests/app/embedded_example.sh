@@ -3,11 +3,10 @@
 # installed into a temporary prefix, the example configured and built out
 # of tree against that package alone, then run with the services in
 # process and against a real node on 127.0.0.1.
-#   tests/app/embedded_example.sh BIN_DIR BUILD_DIR [TEST_NAME_REGEX]
-# The last line is "N passed, M failed".
+#   COALESCE_BUILD_DIR=BUILD tests/app/embedded_example.sh BIN_DIR [TEST_NAME_REGEX]
+# (BUILD defaults to BIN_DIR's parent). The last line is "N passed, M failed".
 set -u
-BUILD_DIR="$(cd "${2:?usage: embedded_example.sh BIN_DIR BUILD_DIR [FILTER]}" && pwd)"
-set -- "$1" "${3:-.}"
+BUILD_DIR="$(cd "${COALESCE_BUILD_DIR:-${1:?usage: embedded_example.sh BIN_DIR [FILTER]}/..}" && pwd)"
 source "$(dirname "$0")/process_helpers.sh"
 
 test_the_example_builds_against_the_installed_package_and_runs() {
