@@ -30,6 +30,14 @@ std::string to_string(errc x) {
       return "await_replaced";
     case errc::node_unreachable:
       return "node_unreachable";
+    case errc::session_deleted:
+      return "session_deleted";
+    case errc::handle_superseded:
+      return "handle_superseded";
+    case errc::handle_gone:
+      return "handle_gone";
+    case errc::not_found:
+      return "not_found";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }
@@ -62,6 +70,14 @@ std::string describe(errc x) {
       return "a later await for the same ticket replaced this one";
     case errc::node_unreachable:
       return "the node cannot be reached";
+    case errc::session_deleted:
+      return "the session was deleted";
+    case errc::handle_superseded:
+      return "the session handle was superseded by a newer one";
+    case errc::handle_gone:
+      return "no live handle of the session is left";
+    case errc::not_found:
+      return "not found";
   }
   return to_string(x);
 }

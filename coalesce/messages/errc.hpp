@@ -44,6 +44,15 @@ enum class errc : uint8_t {
   /// No coalesce node answered at an address within the timeout (or the
   /// peer there is not one).
   node_unreachable = 13,
+  /// The session was deleted; a persist through a handle from before the
+  /// delete is refused.
+  session_deleted = 14,
+  /// A newer handle was registered for the session and none newer is alive.
+  handle_superseded = 15,
+  /// The persist's handle died and no live handle of the session is left.
+  handle_gone = 16,
+  /// Nothing is stored under the name asked for (e.g. an unknown session).
+  not_found = 17,
 };
 
 /// The category atom of coalesce's errors.

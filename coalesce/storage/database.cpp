@@ -30,6 +30,8 @@ constexpr std::array<family_spec, family_count> family_table{{
   {family::meta, "default", plain_family_options},
   {family::secrets, "secrets", secrets_family_options},
   {family::timeline, "timeline", plain_family_options},
+  {family::sessions, "sessions", plain_family_options},
+  {family::session_updates, "session_updates", plain_family_options},
 }};
 
 constexpr bool rows_in_enum_order() {

@@ -26,9 +26,13 @@ enum class family : uint8_t {
   secrets,
   /// Room timelines (timeline.hpp).
   timeline,
+  /// Session blobs (session_store.hpp).
+  sessions,
+  /// Session update rows (session_store.hpp).
+  session_updates,
 };
 
-constexpr std::size_t family_count = 3;
+constexpr std::size_t family_count = 5;
 
 struct family_spec {
   family id;
