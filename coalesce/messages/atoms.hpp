@@ -27,5 +27,21 @@ using await_atom = caf::atom_constant<caf::atom("await")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using detach_atom = caf::atom_constant<caf::atom("detach")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using persist_atom = caf::atom_constant<caf::atom("persist")>;
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using is_deleted_atom = caf::atom_constant<caf::atom("isdeleted")>;
+using unflushed_atom = caf::atom_constant<caf::atom("unflushed")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
+using wait_idle_atom = caf::atom_constant<caf::atom("waitidle")>;
+using flush_all_atom = caf::atom_constant<caf::atom("flushall")>;
+using exclusive_atom = caf::atom_constant<caf::atom("exclusive")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using resolve_atom = caf::atom_constant<caf::atom("resolve")>;
+using written_atom = caf::atom_constant<caf::atom("written")>;
+using retire_atom = caf::atom_constant<caf::atom("retire")>;
+using barrier_atom = caf::atom_constant<caf::atom("barrier")>;
+using erase_atom = caf::atom_constant<caf::atom("erase")>;
 
 } // namespace coalesce

@@ -38,6 +38,8 @@ std::string to_string(errc x) {
       return "handle_gone";
     case errc::not_found:
       return "not_found";
+    case errc::snapshot_failed:
+      return "snapshot_failed";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }
@@ -78,6 +80,8 @@ std::string describe(errc x) {
       return "no live handle of the session is left";
     case errc::not_found:
       return "not found";
+    case errc::snapshot_failed:
+      return "the session handle did not deliver a snapshot";
   }
   return to_string(x);
 }

@@ -53,6 +53,9 @@ enum class errc : uint8_t {
   handle_gone = 16,
   /// Nothing is stored under the name asked for (e.g. an unknown session).
   not_found = 17,
+  /// A session handle did not deliver a snapshot: it answered something
+  /// else, failed, or did not answer in time; the write failed.
+  snapshot_failed = 18,
 };
 
 /// The category atom of coalesce's errors.

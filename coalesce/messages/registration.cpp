@@ -7,6 +7,8 @@
 #include "coalesce/messages/node_stats.hpp"
 #include "coalesce/messages/secret_buffer_stats.hpp"
 #include "coalesce/messages/secret_entry.hpp"
+#include "coalesce/messages/session.hpp"
+#include "coalesce/messages/session_persister_interface.hpp"
 
 namespace coalesce {
 
@@ -27,6 +29,11 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<backfill_ticket>("coalesce.backfill_ticket");
   cfg.add_message_type<backfill_result>("coalesce.backfill_result");
   cfg.add_message_type<scheduler_stats>("coalesce.scheduler_stats");
+  cfg.add_message_type<session_update>("coalesce.session_update");
+  cfg.add_message_type<session_record>("coalesce.session_record");
+  cfg.add_message_type<session_lease>("coalesce.session_lease");
+  cfg.add_message_type<persister_stats>("coalesce.persister_stats");
+  cfg.add_message_type<session_handle_actor>("coalesce.session_handle");
   cfg.add_error_category(errc_category, render_errc);
 }
 

@@ -50,6 +50,11 @@ struct session_write {
   uint64_t generation = 0;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_write& x) {
+  return f(x.session, x.blob, x.updates, x.removed, x.generation);
+}
+
 /// Empty when `session` is a valid session id, else why not.
 std::string invalid_session_id(const std::string& session);
 
