@@ -4,10 +4,16 @@
 #include "coalesce/actors/session_persister.hpp"
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <caf/config_option_adder.hpp>
+#include <caf/config_option_set.hpp>
 
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
@@ -691,3 +697,57 @@ CAF_TEST(requests parked when the persister stops are answered) {
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
+
+// -- settings ----------------------------------------------------------------
+
+/// The node registers these once it hosts the persister (node.settings then
+/// compares them with config/coalesce.ini too); until then this pins the
+/// keys, their defaults and the README's rows.
+CAF_TEST(the persister settings register their keys with the defaults the readme shows) {
+  persister_options options;
+  caf::config_option_set set;
+  caf::config_option_adder adder{set, "coalesce"};
+  options.add_to(adder);
+  std::map<std::string, std::string> defaults;
+  for (const auto& option : set) {
+    auto value = option.get();
+    CAF_REQUIRE(value);
+    defaults.emplace(std::string{option.long_name().begin(),
+                                 option.long_name().end()},
+                     caf::to_string(*value));
+  }
+  CAF_CHECK_EQUAL(defaults,
+                  (std::map<std::string, std::string>{
+                    {"persister-io-workers", "2"},
+                    {"persister-max-blob", "16777216"},
+                    {"persister-max-update", "1048576"},
+                    {"persister-snapshot-timeout", "5s"}}));
+  std::ifstream readme{std::string{COALESCE_SOURCE_DIR} + "/README.md"};
+  CAF_REQUIRE(readme.good());
+  std::map<std::string, std::string> table;
+  std::regex row{"^\\| `(persister-[a-z-]+)` \\| `([^`]*)` \\|"};
+  std::smatch match;
+  for (std::string line; std::getline(readme, line);)
+    if (std::regex_search(line, match, row))
+      table.emplace(match[1], match[2]);
+  CAF_CHECK_EQUAL(table, defaults);
+}
+
+CAF_TEST(every invalid persister setting is refused with a sentence naming its key) {
+  auto refused = [](auto change, const std::string& key) {
+    persister_options options;
+    change(options);
+    CAF_CHECK_NOT_EQUAL(options.validate().find("coalesce." + key),
+                        std::string::npos);
+  };
+  CAF_CHECK_EQUAL(persister_options{}.validate(), "");
+  refused([](persister_options& x) { x.max_blob = 0; }, "persister-max-blob");
+  refused([](persister_options& x) { x.max_update = 0; },
+          "persister-max-update");
+  refused([](persister_options& x) { x.io_workers = 0; },
+          "persister-io-workers");
+  refused([](persister_options& x) { x.io_workers = 65; },
+          "persister-io-workers");
+  refused([](persister_options& x) { x.snapshot_timeout = {}; },
+          "persister-snapshot-timeout");
+}
