@@ -16,6 +16,7 @@
 #include <caf/config_option_set.hpp>
 
 #include "coalesce/messages/errc.hpp"
+#include "coalesce/messages/node_interface.hpp"
 #include "coalesce/storage/database.hpp"
 #include "coalesce/storage/fault_injection.hpp"
 #include "coalesce/storage/session_store.hpp"
@@ -697,6 +698,40 @@ CAF_TEST(requests parked when the persister stops are answered) {
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
+
+// -- composition -------------------------------------------------------------
+
+namespace {
+
+template <class Signature>
+struct input_of;
+
+template <class Input, class Output>
+struct input_of<caf::typed_mpi<Input, Output>> {
+  using type = Input;
+};
+
+/// Whether no two signatures of `Handle` take the same message, which the
+/// behaviour of an actor of that type would refuse to compile.
+template <class Handle>
+constexpr bool distinct_inputs() {
+  using inputs = caf::detail::tl_map_t<typename Handle::signatures, input_of>;
+  return caf::detail::tl_is_distinct<inputs>::value;
+}
+
+} // namespace
+
+/// The node's gateway will take the persister's requests with
+/// `extend_with`; a message shared with another service's requests would
+/// not compile there, so the composition is checked now.
+CAF_TEST(the persister requests compose with the node interface) {
+  using composed = node_actor::extend_with<session_persister_requests>;
+  static_assert(distinct_inputs<composed>(), "a persister request collides");
+  CAF_CHECK(distinct_inputs<composed>());
+  // The check sees a collision: the buffer's requests twice.
+  CAF_CHECK(!distinct_inputs<
+            node_actor::extend_with<secret_buffer_requests>>());
+}
 
 // -- settings ----------------------------------------------------------------
 
