@@ -31,3 +31,4 @@ using detach_atom = caf::atom_constant<caf::atom("detach")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
 
 } // namespace coalesce
+

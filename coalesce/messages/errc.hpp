@@ -46,6 +46,18 @@ enum class errc : uint8_t {
   /// No coalesce node answered at an address within the timeout (or the
   /// peer there is not one).
   node_unreachable = 13,
+  /// The session was deleted; a persist through a handle from before the
+  /// delete is refused.
+  session_deleted = 14,
+  /// A newer handle was registered for the session and none newer is alive.
+  handle_superseded = 15,
+  /// The persist's handle died and no live handle of the session is left.
+  handle_gone = 16,
+  /// Nothing is stored under the name asked for (e.g. an unknown session).
+  not_found = 17,
+  /// A session handle did not deliver a snapshot: it answered something
+  /// else, failed, or did not answer in time; the write failed.
+  snapshot_failed = 18,
 };
 
 /// Each error's name (logs, tests) and the sentence it renders as; one row
@@ -74,6 +86,13 @@ inline constexpr errc_text errc_texts[] = {
   {errc::await_replaced, "await_replaced",
     "a later await for the same ticket replaced this one"},
   {errc::node_unreachable, "node_unreachable", "the node cannot be reached"},
+  {errc::session_deleted, "session_deleted", "the session was deleted"},
+  {errc::handle_superseded, "handle_superseded",
+    "the session handle was superseded by a newer one"},
+  {errc::handle_gone, "handle_gone", "no live handle of the session is left"},
+  {errc::not_found, "not_found", "not found"},
+  {errc::snapshot_failed, "snapshot_failed",
+    "the session handle did not deliver a snapshot"},
 };
 
 constexpr bool errc_texts_in_order() {

@@ -15,6 +15,8 @@
 #include "coalesce/messages/secret_buffer_interface.hpp"
 #include "coalesce/messages/secret_buffer_stats.hpp"
 #include "coalesce/messages/secret_entry.hpp"
+#include "coalesce/messages/session.hpp"
+#include "coalesce/messages/session_persister_interface.hpp"
 #include "coalesce/messages/timeline_interface.hpp"
 
 /// What a node shows the world: the services it hosts, each listed here
@@ -34,6 +36,7 @@ struct service_handles {
   secret_buffer_requests secrets;
   timeline_requests timeline;
   backfill_requests backfill;
+  session_persister_requests sessions;
 };
 
 /// What `stats` answers for a whole node: its own counters and those of each
@@ -47,6 +50,7 @@ struct node_stats {
   uint64_t refused_requests = 0;
   secret_buffer_stats secrets;
   scheduler_stats scheduler;
+  persister_stats sessions;
 };
 
 /// Its fields with their names, in wire order (see named_fields.hpp).
@@ -55,7 +59,8 @@ auto with_named_fields(node_stats& x, F&& f) {
   return f(field("uptime_s", x.uptime_s),
            field("shutting_down", x.shutting_down),
            field("refused_requests", x.refused_requests),
-           field("secrets", x.secrets), field("scheduler", x.scheduler));
+           field("secrets", x.secrets), field("scheduler", x.scheduler),
+           field("sessions", x.sessions));
 }
 
 template <class Inspector>
@@ -70,7 +75,7 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
 /// coalesce/actors/node_gateway.hpp): every service's requests, plus the
 /// node's own stats and shutdown.
 using node_actor = secret_buffer_requests::extend_with<
-  timeline_requests, backfill_requests>::
+  timeline_requests, backfill_requests, session_persister_requests>::
   extend<caf::replies_to<stats_atom>::with<node_stats>,
          /// Accepted only from the node itself: refuse later requests.
          caf::replies_to<shutdown_atom>::with<ok_atom>>;
@@ -99,17 +104,20 @@ template <class Handles>
 auto service_entries(Handles& handles) {
   return std::make_tuple(entry(handles.secrets, &node_stats::secrets),
                          entry(handles.timeline),
-                         entry(handles.backfill, &node_stats::scheduler));
+                         entry(handles.backfill, &node_stats::scheduler),
+                         entry(handles.sessions, &node_stats::sessions));
 }
 
 /// Requests a shutting-down node still serves: they concern work already
-/// admitted (awaiting, cancelling or leaving a backfill run), which the
-/// shutdown answers. Every other request is refused.
+/// admitted (awaiting, cancelling or leaving a backfill run; releasing a
+/// session lease, which the shutdown's flush may wait for). Every other
+/// request is refused.
 template <class Atom>
 constexpr bool served_while_shutting_down
   = std::is_same<Atom, await_atom>::value
     || std::is_same<Atom, cancel_atom>::value
-    || std::is_same<Atom, detach_atom>::value;
+    || std::is_same<Atom, detach_atom>::value
+    || std::is_same<Atom, release_atom>::value;
 
 /// A message type and the name it crosses nodes under.
 template <class T>
@@ -136,6 +144,11 @@ void for_each_message_type(F&& f) {
   f(message_type<backfill_ticket>{"coalesce.backfill_ticket"});
   f(message_type<backfill_result>{"coalesce.backfill_result"});
   f(message_type<scheduler_stats>{"coalesce.scheduler_stats"});
+  f(message_type<session_update>{"coalesce.session_update"});
+  f(message_type<session_record>{"coalesce.session_record"});
+  f(message_type<session_lease>{"coalesce.session_lease"});
+  f(message_type<persister_stats>{"coalesce.persister_stats"});
+  f(message_type<session_handle_actor>{"coalesce.session_handle"});
   f(message_type<node_stats>{"coalesce.node_stats"});
 }
 

@@ -6,6 +6,7 @@
 #include "coalesce/actors/secret_buffer.hpp"
 #include "coalesce/node/backfill_service.hpp"
 #include "coalesce/node/secret_buffer_service.hpp"
+#include "coalesce/node/session_persister_service.hpp"
 #include "coalesce/node/timeline_service.hpp"
 
 /// The services a node hosts: the one place in node/ a new service names
@@ -19,12 +20,14 @@ namespace coalesce {
 struct service_options {
   secret_buffer_options secrets;
   scheduler_options scheduler;
+  persister_options persister;
 
   /// Calls `f` with every member, in the order of the keys in --long-help.
   template <class Self, class F>
   static void for_each(Self& self, F&& f) {
     f(self.secrets);
     f(self.scheduler);
+    f(self.persister);
   }
 };
 
@@ -35,6 +38,7 @@ struct service_options {
 /// (answer or write what it holds; false when something was not written),
 /// `to_exit()` and `to_wait_for()`.
 using hosted_services
-  = std::tuple<secret_buffer_service, timeline_service, backfill_service>;
+  = std::tuple<secret_buffer_service, timeline_service, backfill_service,
+               session_persister_service>;
 
 } // namespace coalesce

@@ -26,9 +26,13 @@ enum class family : uint8_t {
   secrets,
   /// Room timelines (timeline.hpp).
   timeline,
+  /// Session blobs (session_store.hpp).
+  sessions,
+  /// Session update rows (session_store.hpp).
+  session_updates,
 };
 
-constexpr std::size_t family_count = 3;
+constexpr std::size_t family_count = 5;
 
 struct family_spec {
   family id;
@@ -50,6 +54,8 @@ inline constexpr std::array<family_spec, family_count> family_table{{
   {family::meta, "default", plain_family_options},
   {family::secrets, "secrets", secrets_family_options},
   {family::timeline, "timeline", plain_family_options},
+  {family::sessions, "sessions", plain_family_options},
+  {family::session_updates, "session_updates", plain_family_options},
 }};
 
 constexpr bool rows_in_enum_order() {

@@ -5,6 +5,7 @@
 #include "coalesce/actors/node_gateway.hpp"
 #include "coalesce/actors/secret_buffer.hpp"
 #include "coalesce/actors/secret_store_actors.hpp"
+#include "coalesce/actors/session_persister.hpp"
 #include "coalesce/actors/timeline_actors.hpp"
 
 #include "coalesce/actors/secret_store_actors.hpp"
@@ -30,6 +31,7 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
   secret_buffer_actor buffer;
   timeline_actor timeline;
   scheduler_actor scheduler;
+  persister_service persister;
   node_actor gateway;
 
   gateway_fixture() {
@@ -42,16 +44,21 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
     buffer = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{});
     timeline = sys.spawn(timeline_store, db);
     scheduler = spawn_backfill_scheduler(sys, timeline, scheduler_options{});
+    persister = spawn_persister_service_scheduled(sys, db, persister_options{});
     gateway = spawn_node_gateway(sys, service_handles{buffer, timeline,
-                                                      scheduler});
+                                                      scheduler,
+                                                      persister.persister});
     sched.run();
   }
 
   ~gateway_fixture() override {
     for (auto hdl : {actor_cast<actor>(gateway), actor_cast<actor>(buffer),
                      actor_cast<actor>(drain), actor_cast<actor>(reader),
-                     actor_cast<actor>(scheduler), actor_cast<actor>(timeline)})
+                     actor_cast<actor>(scheduler), actor_cast<actor>(timeline),
+                     actor_cast<actor>(persister.persister)})
       anon_send_exit(hdl, exit_reason::kill);
+    for (const auto& io : persister.io)
+      anon_send_exit(io, exit_reason::kill);
     sched.run();
   }
 

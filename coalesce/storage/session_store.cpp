@@ -1,0 +1,193 @@
+#include "coalesce/storage/session_store.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <tuple>
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/byte_codec.hpp"
+#include "coalesce/storage/database_impl.hpp"
+
+namespace coalesce::storage {
+
+namespace {
+
+constexpr uint8_t blob_format = 1;
+constexpr uint8_t update_format = 1;
+
+std::string update_key(const std::string& session, const std::string& id) {
+  return session_key_prefix(session) + id;
+}
+
+/// The first key after every key starting with `prefix`. The prefix starts
+/// with a length below 2^32 - 1, so it is never all 0xFF bytes.
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty() && static_cast<uint8_t>(prefix.back()) == 0xFF)
+    prefix.pop_back();
+  prefix.back() = static_cast<char>(static_cast<uint8_t>(prefix.back()) + 1);
+  return prefix;
+}
+
+std::string encode_blob(const session_write& write) {
+  std::string out;
+  out.reserve(write.blob.size() + 9);
+  out.push_back(static_cast<char>(blob_format));
+  bytes::put_u64_be(out, write.generation);
+  out += write.blob;
+  return out;
+}
+
+bool decode_blob(std::string_view value, std::string& blob) {
+  bytes::reader in{value};
+  uint8_t format = 0;
+  uint64_t generation = 0;
+  if (!in.u8(format) || format != blob_format || !in.u64_be(generation))
+    return false;
+  blob.assign(value.substr(9));
+  return true;
+}
+
+std::string encode_update(const session_update& update) {
+  std::string out;
+  out.push_back(static_cast<char>(update_format));
+  bytes::put_i64_le(out, update.timestamp);
+  bytes::put_string(out, update.kind);
+  bytes::put_string(out, update.payload);
+  return out;
+}
+
+bool decode_update(std::string_view value, session_update& update) {
+  bytes::reader in{value};
+  uint8_t format = 0;
+  return in.u8(format) && format == update_format
+         && in.i64_le(update.timestamp) && in.string(update.kind)
+         && in.string(update.payload) && in.at_end();
+}
+
+caf::error check_write(const session_write& write) {
+  if (auto what = invalid_session_id(write.session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  constexpr auto max_field = std::numeric_limits<uint32_t>::max();
+  for (const auto& update : write.updates) {
+    if (update.id.empty())
+      return make_error(errc::invalid_request, "an update has an empty id");
+    if (update.kind.size() > max_field || update.payload.size() > max_field)
+      return make_error(errc::invalid_request, "an update is too large");
+  }
+  for (const auto& id : write.removed)
+    if (id.empty())
+      return make_error(errc::invalid_request,
+                        "a removed update has an empty id");
+  return caf::none;
+}
+
+} // namespace
+
+std::string invalid_session_id(const std::string& session) {
+  if (session.empty())
+    return "the session id is empty";
+  if (session.size() > max_session_id)
+    return "the session id has " + std::to_string(session.size())
+           + " bytes, at most " + std::to_string(max_session_id)
+           + " are allowed";
+  return {};
+}
+
+std::string session_key_prefix(const std::string& session) {
+  std::string out;
+  bytes::put_string(out, session);
+  return out;
+}
+
+caf::error save_session(database& db, const session_write& write,
+                        std::optional<durability> mode) {
+  if (auto err = check_write(write))
+    return err;
+  return with_open_database(db, [&](database::impl& state) -> caf::error {
+    rocksdb::WriteBatch batch;
+    auto updates = state.handle(family::session_updates);
+    auto status = batch.Put(state.handle(family::sessions),
+                            session_key_prefix(write.session),
+                            encode_blob(write));
+    for (const auto& update : write.updates)
+      if (status.ok())
+        status = batch.Put(updates, update_key(write.session, update.id),
+                           encode_update(update));
+    // After the puts: a row written and removed by one write ends removed.
+    for (const auto& id : write.removed)
+      if (status.ok())
+        status = batch.Delete(updates, update_key(write.session, id));
+    if (!status.ok())
+      return to_error(status, "building the session batch");
+    return to_error(state.db->Write(state.write_options(mode), &batch),
+                    "writing the session batch");
+  });
+}
+
+caf::error erase_session(database& db, const std::string& session,
+                         std::optional<durability> mode) {
+  if (auto what = invalid_session_id(session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  return with_open_database(db, [&](database::impl& state) -> caf::error {
+    auto prefix = session_key_prefix(session);
+    rocksdb::WriteBatch batch;
+    auto status = batch.Delete(state.handle(family::sessions), prefix);
+    if (status.ok())
+      status = batch.DeleteRange(state.handle(family::session_updates), prefix,
+                                 prefix_end(prefix));
+    if (!status.ok())
+      return to_error(status, "building the session delete");
+    return to_error(state.db->Write(state.write_options(mode), &batch),
+                    "deleting the session");
+  });
+}
+
+caf::expected<session_record> load_session(database& db,
+                                           const std::string& session) {
+  using result_type = caf::expected<session_record>;
+  if (auto what = invalid_session_id(session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  return with_open_database(db, [&](database::impl& state) -> result_type {
+    auto prefix = session_key_prefix(session);
+    std::string value;
+    auto status = state.db->Get(rocksdb::ReadOptions{},
+                                state.handle(family::sessions), prefix, &value);
+    if (status.IsNotFound())
+      return make_error(errc::not_found, "no session " + session);
+    if (!status.ok())
+      return to_error(status, "reading the session blob");
+    session_record record;
+    if (!decode_blob(value, record.blob))
+      return make_error(errc::corrupt_record,
+                        "undecodable blob of session " + session);
+    auto end = prefix_end(prefix);
+    rocksdb::Slice upper{end};
+    rocksdb::ReadOptions options;
+    options.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it{
+      state.db->NewIterator(options, state.handle(family::session_updates))};
+    for (it->Seek(prefix); it->Valid(); it->Next()) {
+      session_update update;
+      auto key = it->key();
+      update.id.assign(key.data() + prefix.size(), key.size() - prefix.size());
+      if (!decode_update({it->value().data(), it->value().size()}, update))
+        return make_error(errc::corrupt_record, "undecodable update row "
+                                                  + update.id + " of session "
+                                                  + session);
+      record.updates.push_back(std::move(update));
+    }
+    if (auto err = to_error(it->status(), "scanning the session's updates"))
+      return err;
+    std::sort(record.updates.begin(), record.updates.end(),
+              [](const session_update& x, const session_update& y) {
+                return std::tie(x.timestamp, x.id) < std::tie(y.timestamp, y.id);
+              });
+    return record;
+  });
+}
+
+} // namespace coalesce::storage

@@ -1,0 +1,724 @@
+#define CAF_SUITE actors.session_persister
+#include <caf/test/dsl.hpp>
+
+#include "coalesce/actors/session_persister.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/config_option_adder.hpp>
+#include <caf/config_option_set.hpp>
+
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/messages/node_interface.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/fault_injection.hpp"
+#include "coalesce/storage/session_store.hpp"
+
+#include "mailbox.hpp"
+#include "secret_fixtures.hpp"
+#include "temp_dir.hpp"
+
+using namespace caf;
+using namespace coalesce;
+using namespace coalesce::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+using rows = std::vector<session_update>;
+using ids = std::vector<std::string>;
+
+session_update row(const std::string& id, int64_t timestamp = 1) {
+  return session_update{id, timestamp, "note", "payload of " + id};
+}
+
+/// A live session: answers `snapshot` with its blob. While `holding`, it
+/// keeps each snapshot request (with the blob it had when asked) until the
+/// test calls `release_held`, so a write stays open as long as the test
+/// wants.
+struct handle_state {
+  std::string blob;
+  bool holding = false;
+  std::vector<std::pair<typed_response_promise<std::string>, std::string>>
+    held;
+  /// Every blob answered, in order.
+  std::vector<std::string> served;
+};
+
+/// The handle plus the test's signal to answer the held requests.
+using test_handle_actor
+  = session_handle_actor::extend<reacts_to<ok_atom>>;
+
+using handle_impl = stateful_actor<handle_state, test_handle_actor::base>;
+
+test_handle_actor::behavior_type
+test_handle(test_handle_actor::stateful_pointer<handle_state> self,
+            std::string blob) {
+  self->state.blob = std::move(blob);
+  return {
+    [self](ok_atom) {
+      auto& st = self->state;
+      st.holding = false;
+      auto held = std::move(st.held);
+      st.held.clear();
+      for (auto& [promise, blob] : held) {
+        st.served.push_back(blob);
+        promise.deliver(blob);
+      }
+    },
+    [self](snapshot_atom) -> result<std::string> {
+      auto& st = self->state;
+      if (!st.holding) {
+        st.served.push_back(st.blob);
+        return st.blob;
+      }
+      auto promise = self->make_response_promise<std::string>();
+      st.held.emplace_back(promise, st.blob);
+      return promise;
+    },
+  };
+}
+
+/// A handle that answers a snapshot request with a number.
+behavior wrong_handle() {
+  return {[](snapshot_atom) { return 42; }};
+}
+
+uint8_t code_of(const error& err) {
+  return err.category() == errc_category ? err.code() : 0;
+}
+
+constexpr uint8_t code(errc x) {
+  return static_cast<uint8_t>(x);
+}
+
+/// A persister over a real RocksDB in a fresh directory (through the fault
+/// seam, all switches off), its I/O actors scheduled so the test
+/// coordinator decides every step.
+struct persister_fixture : test_coordinator_fixture<test_config> {
+  temp_dir dir;
+  std::shared_ptr<storage::fault_switches> faults
+    = std::make_shared<storage::fault_switches>();
+  std::shared_ptr<storage::database> db;
+  persister_service service;
+  session_persister_actor persister;
+
+  persister_fixture() {
+    auto opened = storage::database::open(
+      {dir.sub("db"), storage::durability::synced,
+       storage::make_fault_injecting_file_system(faults)});
+    CAF_REQUIRE(opened.engaged());
+    db = std::move(*opened);
+  }
+
+  ~persister_fixture() override {
+    anon_send_exit(persister, exit_reason::kill);
+    for (auto& io : service.io)
+      anon_send_exit(io, exit_reason::kill);
+    sched.run();
+  }
+
+  void start(persister_options options = {}) {
+    service = spawn_persister_service_scheduled(sys, db, options);
+    persister = service.persister;
+    sched.run();
+  }
+
+  session_handle_actor spawn_handle(std::string blob) {
+    auto result = sys.spawn(test_handle, std::move(blob));
+    sched.run();
+    return actor_cast<session_handle_actor>(result);
+  }
+
+  handle_state& state_of(const session_handle_actor& handle) {
+    return deref<handle_impl>(handle).state;
+  }
+
+  void set_blob(const session_handle_actor& handle, std::string blob) {
+    state_of(handle).blob = std::move(blob);
+  }
+
+  /// Has the handle answer every held snapshot request with the blob of
+  /// its time (when the test next runs the actors).
+  void release_held(const session_handle_actor& handle) {
+    anon_send(actor_cast<test_handle_actor>(handle), ok_atom::value);
+  }
+
+  template <class T>
+  T receive_from(scoped_actor& who) {
+    auto msg = next_message(who);
+    if (msg.match_elements<error>())
+      CAF_FAIL("unexpected error: " << sys.render(msg.get_as<error>(0)));
+    if (!msg.match_elements<T>())
+      CAF_FAIL("unexpected reply: " << to_string(msg));
+    return msg.get_as<T>(0);
+  }
+
+  error receive_error(scoped_actor& who) {
+    auto msg = next_message(who);
+    if (!msg.match_elements<error>())
+      CAF_FAIL("expected an error, got " << to_string(msg));
+    return msg.get_as<error>(0);
+  }
+
+  /// Sends a request from `self`, runs every actor, returns the reply.
+  template <class T, class... Ts>
+  T ask(Ts... xs) {
+    self->request(persister, infinite, std::move(xs)...);
+    sched.run();
+    return receive_from<T>(self);
+  }
+
+  template <class... Ts>
+  error ask_error(Ts... xs) {
+    self->request(persister, infinite, std::move(xs)...);
+    sched.run();
+    return receive_error(self);
+  }
+
+  uint64_t register_handle(const std::string& session,
+                           const session_handle_actor& handle) {
+    return ask<uint64_t>(register_atom::value, session, handle);
+  }
+
+  /// A persist whose answer `who` receives later.
+  void send_persist(scoped_actor& who, const std::string& session,
+                    const session_handle_actor& handle, rows updates,
+                    ids removed = {}) {
+    who->request(persister, infinite, persist_atom::value, session, handle,
+                 std::move(updates), std::move(removed));
+  }
+
+  /// A persist nobody waits for.
+  void fire_persist(const std::string& session,
+                    const session_handle_actor& handle, rows updates,
+                    ids removed = {}) {
+    anon_send(persister, persist_atom::value, session, handle,
+              std::move(updates), std::move(removed));
+  }
+
+  void persist(const std::string& session, const session_handle_actor& handle,
+               rows updates, ids removed = {}) {
+    CAF_CHECK(ask<ok_atom>(persist_atom::value, session, handle,
+                           std::move(updates), std::move(removed))
+              == ok_atom::value);
+  }
+
+  error persist_error(const std::string& session,
+                      const session_handle_actor& handle, rows updates = {}) {
+    return ask_error(persist_atom::value, session, handle, std::move(updates),
+                     ids{});
+  }
+
+  bool unflushed(const std::string& session) {
+    return ask<bool>(unflushed_atom::value, session);
+  }
+
+  persister_stats stats() {
+    return ask<persister_stats>(stats_atom::value);
+  }
+
+  /// What storage holds, read directly.
+  caf::expected<session_record> stored(const std::string& session) {
+    return storage::load_session(*db, session);
+  }
+
+  ids stored_rows(const std::string& session) {
+    auto record = stored(session);
+    CAF_REQUIRE(record.engaged());
+    ids result;
+    for (const auto& update : record->updates)
+      result.push_back(update.id);
+    return result;
+  }
+
+  std::string stored_blob(const std::string& session) {
+    auto record = stored(session);
+    CAF_REQUIRE(record.engaged());
+    return record->blob;
+  }
+
+  static bool answered(scoped_actor& who) {
+    return !who->mailbox().empty();
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(session_persister_tests, persister_fixture)
+
+// -- 1 -----------------------------------------------------------------------
+
+CAF_TEST(queued persists coalesce into one write that lands the newest state) {
+  start();
+  auto h = spawn_handle("v0");
+  register_handle("s", h);
+  state_of(h).holding = true;
+  scoped_actor first{sys};
+  send_persist(first, "s", h, {row("u0", 0)});
+  sched.run();
+  // The first write waits for its snapshot: K further persists queue.
+  constexpr int K = 20;
+  for (int i = 1; i < K; ++i) {
+    set_blob(h, "v" + std::to_string(i));
+    fire_persist("s", h, {row("u" + std::to_string(i), i)});
+  }
+  set_blob(h, "v" + std::to_string(K));
+  send_persist(self, "s", h, {row("u" + std::to_string(K), K)});
+  sched.run();
+  auto during = stats();
+  CAF_CHECK_EQUAL(during.snapshot_requests, 0u); // reported when writes end
+  CAF_CHECK_EQUAL(during.writes, 0u);
+  CAF_CHECK_EQUAL(during.queued_requests, K + 1u);
+  CAF_CHECK_EQUAL(state_of(h).held.size(), 1u); // no second write started
+  release_held(h);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(first) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  auto after = stats();
+  CAF_CHECK_EQUAL(after.writes, 2u);
+  CAF_CHECK_EQUAL(after.snapshot_requests, 2u);
+  CAF_CHECK_EQUAL(after.rows_written, K + 1u); // every row once
+  CAF_CHECK_EQUAL(state_of(h).served,
+                  (ids{"v0", "v" + std::to_string(K)}));
+  CAF_CHECK_EQUAL(stored_blob("s"), "v" + std::to_string(K));
+  CAF_CHECK_EQUAL(stored_rows("s").size(), K + 1u);
+  // The idle writer went away; a later persist starts a new one.
+  CAF_CHECK_EQUAL(after.active_writers, 0u);
+  CAF_CHECK_EQUAL(after.queued_requests, 0u);
+  state_of(h).holding = true;
+  send_persist(first, "s", h, {row("late", K + 1)});
+  sched.run();
+  CAF_CHECK_EQUAL(stats().active_writers, 1u);
+  release_held(h);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(first) == ok_atom::value);
+  CAF_CHECK_EQUAL(stats().active_writers, 0u);
+  CAF_CHECK_EQUAL(stored_rows("s").size(), K + 2u);
+}
+
+// -- 2 -----------------------------------------------------------------------
+
+CAF_TEST(a removal cancels a queued row and is passed on to storage) {
+  start();
+  auto h = spawn_handle("b");
+  persist("s", h, {row("old", 1)});
+  state_of(h).holding = true;
+  scoped_actor first{sys};
+  send_persist(first, "s", h, {row("u0", 2)});
+  sched.run();
+  fire_persist("s", h, {row("doomed", 3)});
+  send_persist(self, "s", h, {}, {"doomed", "old"});
+  sched.run();
+  release_held(h);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(first) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+  auto counters = stats();
+  CAF_CHECK_EQUAL(counters.rows_written, 2u); // old and u0, never doomed
+  CAF_CHECK_EQUAL(counters.rows_removed, 2u); // doomed and old passed on
+}
+
+// -- 3 -----------------------------------------------------------------------
+
+CAF_TEST(a delete drops queued persists waits for the running write and refuses later ones) {
+  start();
+  auto h = spawn_handle("v1");
+  register_handle("s", h);
+  state_of(h).holding = true;
+  scoped_actor running{sys};
+  scoped_actor queued{sys};
+  scoped_actor deleting{sys};
+  send_persist(running, "s", h, {row("u0")});
+  sched.run();
+  send_persist(queued, "s", h, {row("u1")});
+  deleting->request(persister, infinite, delete_atom::value, std::string{"s"});
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(receive_error(queued)), code(errc::session_deleted));
+  CAF_CHECK(!answered(deleting)); // waits for the running write
+  release_held(h);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(running) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(deleting) == ok_atom::value);
+  CAF_CHECK(!stored("s"));
+  CAF_CHECK(ask<bool>(is_deleted_atom::value, std::string{"s"}, h));
+  CAF_CHECK_EQUAL(code_of(persist_error("s", h, {row("u2")})),
+                  code(errc::session_deleted));
+  CAF_CHECK(!stored("s"));
+  // A session re-created under the same id afterwards persists normally.
+  auto fresh = spawn_handle("fresh");
+  register_handle("s", fresh);
+  CAF_CHECK(!ask<bool>(is_deleted_atom::value, std::string{"s"}, fresh));
+  persist("s", fresh, {row("u3")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "fresh");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u3"}));
+  // A delete clears the failed state of the session.
+  faults->wal_append = true;
+  CAF_CHECK(persist_error("t", fresh, {row("x")}));
+  faults->clear();
+  CAF_CHECK(unflushed("t"));
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"t"})
+            == ok_atom::value);
+  CAF_CHECK(!unflushed("t"));
+  CAF_CHECK_EQUAL(stats().failed_sessions, 0u);
+}
+
+// -- 4 -----------------------------------------------------------------------
+
+CAF_TEST(a persist of a session re-created during its delete is written after the delete) {
+  start();
+  auto old = spawn_handle("old");
+  register_handle("s", old);
+  state_of(old).holding = true;
+  scoped_actor running{sys};
+  scoped_actor deleting{sys};
+  send_persist(running, "s", old, {row("u0")});
+  sched.run();
+  deleting->request(persister, infinite, delete_atom::value, std::string{"s"});
+  sched.run();
+  auto fresh = spawn_handle("recreated");
+  register_handle("s", fresh);
+  send_persist(self, "s", fresh, {row("u1")});
+  sched.run();
+  CAF_CHECK(!answered(deleting));
+  release_held(old);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(running) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(deleting) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value); // not deleted
+  CAF_CHECK_EQUAL(stored_blob("s"), "recreated");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1"}));
+}
+
+// -- 5 -----------------------------------------------------------------------
+
+CAF_TEST(a live unregistered handle named by a delete is tombstoned) {
+  start();
+  auto h = spawn_handle("b");
+  CAF_CHECK(!ask<bool>(is_deleted_atom::value, std::string{"s"}, h));
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"s"}, h)
+            == ok_atom::value);
+  CAF_CHECK(ask<bool>(is_deleted_atom::value, std::string{"s"}, h));
+  CAF_CHECK_EQUAL(code_of(persist_error("s", h, {row("u0")})),
+                  code(errc::session_deleted));
+  CAF_CHECK(!stored("s"));
+  CAF_CHECK_EQUAL(stats().writes, 0u);
+}
+
+// -- 6 -----------------------------------------------------------------------
+
+CAF_TEST(a superseded handle writes the newest live state or is refused) {
+  start();
+  auto old = spawn_handle("evicted copy");
+  register_handle("s", old);
+  auto newer = spawn_handle("reloaded");
+  register_handle("s", newer);
+  persist("s", old, {row("u0")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "reloaded");
+  CAF_CHECK(state_of(old).served.empty());
+  anon_send_exit(newer, exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(persist_error("s", old, {row("u1")})),
+                  code(errc::handle_superseded));
+  CAF_CHECK_EQUAL(stats().writes, 1u);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+}
+
+CAF_TEST(a persist whose handle died is written from the newest live handle or answered handle gone) {
+  start();
+  auto live = spawn_handle("live state");
+  register_handle("s", live);
+  auto unregistered = spawn_handle("stray");
+  anon_send_exit(unregistered, exit_reason::kill);
+  sched.run();
+  persist("s", unregistered, {row("u0")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "live state");
+  anon_send_exit(live, exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(persist_error("s", live, {row("u1")})),
+                  code(errc::handle_gone));
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+}
+
+// -- 7 -----------------------------------------------------------------------
+
+CAF_TEST(a failed write is tracked and retried by the next write and by flush all) {
+  start();
+  auto h = spawn_handle("b1");
+  faults->wal_append = true;
+  auto err = persist_error("s", h, {row("u0", 1)});
+  CAF_CHECK_EQUAL(code_of(err), code(errc::storage_failed));
+  CAF_CHECK(unflushed("s"));
+  CAF_CHECK_EQUAL(stats().failed_sessions, 1u);
+  CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{5s}), 1u);
+  faults->clear();
+  // The next write carries the failed write's row.
+  set_blob(h, "b2");
+  persist("s", h, {row("u1", 2)});
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
+  CAF_CHECK(!unflushed("s"));
+  // flush_all retries a failed session on its own.
+  faults->wal_append = true;
+  CAF_CHECK(persist_error("s", h, {row("u2", 3)}));
+  faults->clear();
+  set_blob(h, "b3");
+  CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{5s}), 0u);
+  CAF_CHECK(!unflushed("s"));
+  CAF_CHECK_EQUAL(stored_blob("s"), "b3");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1", "u2"}));
+  CAF_CHECK_EQUAL(stats().failed_sessions, 0u);
+}
+
+CAF_TEST(flush all answers the sessions not written when its limit passes) {
+  start();
+  auto h = spawn_handle("b");
+  state_of(h).holding = true;
+  fire_persist("a", h, {row("u0")});
+  sched.run();
+  self->request(persister, infinite, flush_all_atom::value, timespan{1s});
+  sched.run();
+  CAF_CHECK(!answered(self));
+  advance_time(2s);
+  sched.run();
+  CAF_CHECK_EQUAL(receive_from<uint64_t>(self), 1u);
+  release_held(h);
+  sched.run();
+  CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{1s}), 0u);
+  CAF_CHECK_EQUAL(stored_rows("a"), (ids{"u0"}));
+}
+
+// -- 8 -----------------------------------------------------------------------
+
+CAF_TEST(wait idle answers once the queued writes are done and at once when nothing is queued) {
+  start();
+  CAF_CHECK(ask<ok_atom>(wait_idle_atom::value, std::string{"nothing"})
+            == ok_atom::value);
+  auto h = spawn_handle("b");
+  state_of(h).holding = true;
+  fire_persist("s", h, {row("u0")});
+  sched.run();
+  self->request(persister, infinite, wait_idle_atom::value, std::string{"s"});
+  sched.run();
+  CAF_CHECK(!answered(self));
+  release_held(h);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+  // A failed last write is retried once.
+  faults->wal_append = true;
+  CAF_CHECK(persist_error("s", h, {row("u1")}));
+  faults->clear();
+  CAF_CHECK(ask<ok_atom>(wait_idle_atom::value, std::string{"s"})
+            == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
+  CAF_CHECK(!unflushed("s"));
+}
+
+// -- 9 -----------------------------------------------------------------------
+
+CAF_TEST(exclusive answers a lease after the queued persists and holds later writes until release) {
+  start();
+  auto h = spawn_handle("b");
+  state_of(h).holding = true;
+  scoped_actor writer{sys};
+  scoped_actor holder{sys};
+  send_persist(writer, "s", h, {row("u0")});
+  sched.run();
+  holder->request(persister, infinite, exclusive_atom::value, std::string{"s"});
+  sched.run();
+  CAF_CHECK(!answered(holder));
+  release_held(h);
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(writer) == ok_atom::value);
+  auto lease = receive_from<session_lease>(holder);
+  send_persist(writer, "s", h, {row("u1")});
+  sched.run();
+  CAF_CHECK(!answered(writer));
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+  CAF_CHECK(ask<ok_atom>(release_atom::value, lease) == ok_atom::value);
+  CAF_CHECK(receive_from<ok_atom>(writer) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
+  CAF_CHECK_EQUAL(code_of(ask_error(release_atom::value, lease)),
+                  code(errc::not_found));
+}
+
+CAF_TEST(the death of a lease holder releases its lease) {
+  start();
+  auto h = spawn_handle("b");
+  {
+    scoped_actor holder{sys};
+    holder->request(persister, infinite, exclusive_atom::value,
+                    std::string{"s"});
+    sched.run();
+    receive_from<session_lease>(holder);
+    send_persist(self, "s", h, {row("u0")});
+    sched.run();
+    CAF_CHECK(!answered(self));
+  }
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+}
+
+// -- 10 ----------------------------------------------------------------------
+
+CAF_TEST(load and has unflushed are messages and load of an unknown session is not found) {
+  start();
+  CAF_CHECK_EQUAL(code_of(ask_error(load_atom::value, std::string{"nobody"})),
+                  code(errc::not_found));
+  CAF_CHECK(!unflushed("s"));
+  auto h = spawn_handle("blob");
+  state_of(h).holding = true;
+  fire_persist("s", h, {row("u1", 5), row("u0", 5)});
+  sched.run();
+  CAF_CHECK(unflushed("s"));
+  release_held(h);
+  sched.run();
+  CAF_CHECK(!unflushed("s"));
+  auto record = ask<session_record>(load_atom::value, std::string{"s"});
+  CAF_CHECK_EQUAL(record.blob, "blob");
+  CAF_REQUIRE_EQUAL(record.updates.size(), 2u);
+  CAF_CHECK(record.updates[0] == row("u0", 5));
+  CAF_CHECK(record.updates[1] == row("u1", 5));
+}
+
+// -- 11 ----------------------------------------------------------------------
+
+CAF_TEST(bad input gets a clear error and changes nothing) {
+  persister_options options;
+  options.max_update = 8;
+  options.max_blob = 16;
+  start(options);
+  auto h = spawn_handle("fits");
+  auto invalid = code(errc::invalid_request);
+  CAF_CHECK_EQUAL(code_of(persist_error("", h, {row("u")})), invalid);
+  CAF_CHECK_EQUAL(code_of(persist_error(std::string(256, 'x'), h)), invalid);
+  CAF_CHECK_EQUAL(code_of(persist_error("s", h, {row("")})), invalid);
+  CAF_CHECK_EQUAL(code_of(persist_error(
+                    "s", h, {session_update{"u", 1, "k", "nine byte"}})),
+                  invalid);
+  CAF_CHECK_EQUAL(code_of(persist_error("s", session_handle_actor{})),
+                  invalid);
+  CAF_CHECK_EQUAL(code_of(ask_error(register_atom::value, std::string{},
+                                    h)),
+                  invalid);
+  CAF_CHECK(!stored("s"));
+  CAF_CHECK(!unflushed("s"));
+  auto counters = stats();
+  CAF_CHECK_EQUAL(counters.writes, 0u);
+  CAF_CHECK_EQUAL(counters.active_writers, 0u);
+  // A snapshot over the limit fails its write, tracked as failed.
+  set_blob(h, std::string(17, 'b'));
+  session_update small{"u", 1, "k", "8 bytes!"};
+  CAF_CHECK_EQUAL(code_of(persist_error("s", h, {small})), invalid);
+  CAF_CHECK(unflushed("s"));
+  CAF_CHECK(!stored("s"));
+}
+
+CAF_TEST(a handle that answers something other than a snapshot fails the write) {
+  start();
+  auto h = actor_cast<session_handle_actor>(sys.spawn(wrong_handle));
+  CAF_CHECK_EQUAL(code_of(persist_error("s", h, {row("u")})),
+                  code(errc::snapshot_failed));
+  CAF_CHECK(!stored("s"));
+  CAF_CHECK(unflushed("s"));
+}
+
+CAF_TEST(a handle that does not answer within the snapshot timeout fails the write) {
+  persister_options options;
+  options.snapshot_timeout = 2s;
+  start(options);
+  auto h = spawn_handle("b");
+  state_of(h).holding = true;
+  send_persist(self, "s", h, {row("u")});
+  sched.run();
+  CAF_CHECK(!answered(self));
+  advance_time(3s);
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::snapshot_failed));
+  CAF_CHECK(unflushed("s"));
+  CAF_CHECK_EQUAL(stats().failed_sessions, 1u);
+  CAF_CHECK(!stored("s"));
+  state_of(h).held.clear();
+}
+
+// -- 12 ----------------------------------------------------------------------
+
+CAF_TEST(stats count writers queued requests writes rows failures and snapshots) {
+  start();
+  auto h = spawn_handle("b");
+  persist("s", h, {row("u0"), row("u1")});
+  persist("s", h, {}, {"u0"});
+  state_of(h).holding = true;
+  fire_persist("t", h, {row("x")});
+  fire_persist("t", h, {row("y")});
+  sched.run();
+  auto during = stats();
+  CAF_CHECK_EQUAL(during.active_writers, 1u);
+  CAF_CHECK_EQUAL(during.queued_requests, 2u);
+  CAF_CHECK_EQUAL(during.writes, 2u);
+  CAF_CHECK_EQUAL(during.rows_written, 2u);
+  CAF_CHECK_EQUAL(during.rows_removed, 1u);
+  CAF_CHECK_EQUAL(during.snapshot_requests, 2u);
+  faults->wal_append = true;
+  release_held(h);
+  sched.run();
+  faults->clear();
+  auto after = stats();
+  CAF_CHECK_EQUAL(after.failed_sessions, 1u);
+  CAF_CHECK_EQUAL(after.snapshot_requests, 4u);
+  CAF_CHECK_EQUAL(after.queued_requests, 0u);
+  CAF_CHECK_EQUAL(after.writes, 2u);
+}
+
+// -- stopping ----------------------------------------------------------------
+
+CAF_TEST(requests parked when the persister stops are answered) {
+  start();
+  auto h = spawn_handle("b");
+  state_of(h).holding = true;
+  scoped_actor waiting{sys};
+  send_persist(waiting, "s", h, {row("u0")});
+  self->request(persister, infinite, flush_all_atom::value, timespan{1h});
+  sched.run();
+  anon_send_exit(persister, exit_reason::user_shutdown);
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(receive_error(waiting)),
+                  code(errc::service_stopped));
+  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::service_stopped));
+  state_of(h).held.clear();
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+// -- settings ----------------------------------------------------------------
+
+/// The node registers these once it hosts the persister (node.settings then
+/// compares them with config/coalesce.ini too); until then this pins the
+/// keys, their defaults and the README's rows.
+CAF_TEST(every invalid persister setting is refused with a sentence naming its key) {
+  auto refused = [](auto change, const std::string& key) {
+    persister_options options;
+    change(options);
+    CAF_CHECK_NOT_EQUAL(options.validate().find("coalesce." + key),
+                        std::string::npos);
+  };
+  CAF_CHECK_EQUAL(persister_options{}.validate(), "");
+  refused([](persister_options& x) { x.max_blob = 0; }, "persister-max-blob");
+  refused([](persister_options& x) { x.max_update = 0; },
+          "persister-max-update");
+  refused([](persister_options& x) { x.io_workers = 0; },
+          "persister-io-workers");
+  refused([](persister_options& x) { x.io_workers = 65; },
+          "persister-io-workers");
+  refused([](persister_options& x) { x.snapshot_timeout = {}; },
+          "persister-snapshot-timeout");
+}

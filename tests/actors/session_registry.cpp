@@ -1,0 +1,144 @@
+#define CAF_SUITE actors.session_registry
+#include <caf/test/dsl.hpp>
+
+#include "coalesce/actors/session_registry.hpp"
+
+#include "coalesce/messages/errc.hpp"
+
+#include "secret_fixtures.hpp"
+
+using namespace caf;
+using namespace coalesce;
+using namespace coalesce::test;
+
+namespace {
+
+session_handle_actor::behavior_type idle_handle() {
+  return {[](snapshot_atom) { return std::string{}; }};
+}
+
+uint8_t code_of(const error& err) {
+  return err.category() == errc_category ? err.code() : 0;
+}
+
+constexpr uint8_t code(errc x) {
+  return static_cast<uint8_t>(x);
+}
+
+/// The registry only compares handles; the actors never run.
+struct registry_fixture : test_coordinator_fixture<test_config> {
+  session_registry registry;
+
+  session_handle_actor handle() {
+    return sys.spawn(idle_handle);
+  }
+
+  caf::actor_addr addr(const session_handle_actor& x) {
+    return actor_cast<actor_addr>(x);
+  }
+
+  /// Where a persist through `x` (alive) is written from, or the error.
+  caf::expected<session_handle_actor> source(const session_handle_actor& x,
+                                             bool alive = true) {
+    return registry.source_for("s", x, alive);
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(session_registry_tests, registry_fixture)
+
+CAF_TEST(generations grow by one per register) {
+  auto a = handle();
+  auto b = handle();
+  CAF_CHECK_EQUAL(registry.register_handle("s", a), 0u);
+  CAF_CHECK_EQUAL(registry.register_handle("s", b), 1u);
+  CAF_CHECK_EQUAL(registry.register_handle("t", a), 0u);
+}
+
+CAF_TEST(a current or never registered live handle writes from itself) {
+  auto a = handle();
+  auto stray = handle();
+  registry.register_handle("s", a);
+  CAF_CHECK(*source(a) == a);
+  CAF_CHECK(*source(stray) == stray);
+}
+
+CAF_TEST(a superseded handle writes from the newest live one or is refused) {
+  auto old = handle();
+  auto newer = handle();
+  registry.register_handle("s", old);
+  registry.register_handle("s", newer);
+  CAF_CHECK(*source(old) == newer);
+  registry.handle_down(addr(newer));
+  auto refused = source(old);
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::handle_superseded));
+}
+
+CAF_TEST(a dead handle writes from the newest live one or is gone) {
+  auto current = handle();
+  auto stray = handle();
+  registry.register_handle("s", current);
+  CAF_CHECK(*source(stray, false) == current);
+  registry.handle_down(addr(current));
+  auto gone = source(current, false);
+  CAF_REQUIRE(!gone);
+  CAF_CHECK_EQUAL(code_of(gone.error()), code(errc::handle_gone));
+  auto stray_gone = source(stray, false);
+  CAF_REQUIRE(!stray_gone);
+  CAF_CHECK_EQUAL(code_of(stray_gone.error()), code(errc::handle_gone));
+}
+
+CAF_TEST(a delete retires registered handles and tombstones the one it names) {
+  auto registered = handle();
+  auto live = handle();
+  auto other = handle();
+  registry.register_handle("s", registered);
+  registry.delete_session("s", live);
+  CAF_CHECK(registry.is_deleted("s", registered));
+  CAF_CHECK(registry.is_deleted("s", live));
+  CAF_CHECK(!registry.is_deleted("s", other));
+  CAF_CHECK(!registry.is_deleted("t", live));
+  auto refused = source(registered);
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::session_deleted));
+  // Re-created afterwards: current, and the old handles stay deleted.
+  auto fresh = handle();
+  registry.register_handle("s", fresh);
+  CAF_CHECK(*source(fresh) == fresh);
+  CAF_CHECK(registry.is_deleted("s", registered));
+  registry.handle_down(addr(registered));
+  CAF_CHECK(registry.is_deleted("s", registered));
+}
+
+CAF_TEST(a dead unregistered handle never writes from a deleted incarnation) {
+  auto before = handle();
+  auto stray = handle();
+  registry.register_handle("s", before);
+  registry.delete_session("s", std::nullopt);
+  auto gone = source(stray, false);
+  CAF_REQUIRE(!gone);
+  CAF_CHECK_EQUAL(code_of(gone.error()), code(errc::handle_gone));
+}
+
+CAF_TEST(failed sessions keep their retry source until written or deleted) {
+  auto a = handle();
+  registry.register_handle("s", a);
+  registry.mark_failed("s", a);
+  registry.mark_failed("t", a);
+  CAF_CHECK(registry.failed("s"));
+  CAF_CHECK_EQUAL(registry.failed_count(), 2u);
+  CAF_CHECK(*registry.retry_source("s") == a);
+  registry.mark_written("s");
+  CAF_CHECK(!registry.failed("s"));
+  CAF_CHECK(!registry.retry_source("s"));
+  registry.delete_session("t", std::nullopt);
+  CAF_CHECK(!registry.failed("t"));
+  registry.mark_failed("s", a);
+  registry.handle_down(addr(a));
+  CAF_CHECK(registry.failed("s"));
+  CAF_CHECK(!registry.retry_source("s")); // no live handle left
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

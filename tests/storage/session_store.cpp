@@ -1,0 +1,165 @@
+#define CAF_SUITE storage.session_store
+#include <caf/test/unit_test.hpp>
+
+#include "coalesce/storage/session_store.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/fault_injection.hpp"
+
+#include "temp_dir.hpp"
+
+using namespace coalesce;
+using namespace coalesce::storage;
+using namespace coalesce::test;
+
+namespace {
+
+uint8_t code_of(const caf::error& err) {
+  return err.category() == errc_category ? err.code() : 0;
+}
+
+session_update row(const std::string& id, int64_t timestamp) {
+  return session_update{id, timestamp, "note", "payload of " + id};
+}
+
+std::vector<std::string> ids_of(const session_record& record) {
+  std::vector<std::string> result;
+  for (const auto& update : record.updates)
+    result.push_back(update.id);
+  return result;
+}
+
+using ids = std::vector<std::string>;
+
+struct store_fixture {
+  temp_dir dir;
+  std::shared_ptr<fault_switches> faults = std::make_shared<fault_switches>();
+  std::shared_ptr<database> db;
+
+  store_fixture() {
+    auto opened = database::open({dir.sub("db"), durability::synced,
+                                  make_fault_injecting_file_system(faults)});
+    CAF_REQUIRE(opened.engaged());
+    db = std::move(*opened);
+  }
+
+  void save(session_write write) {
+    auto err = save_session(*db, write);
+    CAF_REQUIRE(!err);
+  }
+
+  session_record load(const std::string& session) {
+    auto record = load_session(*db, session);
+    CAF_REQUIRE(record.engaged());
+    return std::move(*record);
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(session_store_tests, store_fixture)
+
+CAF_TEST(a saved session loads with its blob and rows) {
+  save({"s1", "blob one", {row("u1", 10), row("u2", 20)}, {}});
+  auto record = load("s1");
+  CAF_CHECK_EQUAL(record.blob, "blob one");
+  CAF_REQUIRE_EQUAL(record.updates.size(), 2u);
+  CAF_CHECK(record.updates[0] == row("u1", 10));
+  CAF_CHECK(record.updates[1] == row("u2", 20));
+}
+
+CAF_TEST(a later save replaces the blob and adds rows) {
+  save({"s1", "v1", {row("u1", 10)}, {}});
+  save({"s1", "v2", {row("u2", 20)}, {}});
+  auto record = load("s1");
+  CAF_CHECK_EQUAL(record.blob, "v2");
+  CAF_CHECK_EQUAL(ids_of(record), (ids{"u1", "u2"}));
+}
+
+CAF_TEST(rows load ordered by timestamp then id) {
+  save({"s1", "b", {row("c", 5), row("a", 7), row("b", 5), row("z", 1)}, {}});
+  CAF_CHECK_EQUAL(ids_of(load("s1")), (ids{"z", "b", "c", "a"}));
+}
+
+CAF_TEST(a save removes the rows it names) {
+  save({"s1", "v1", {row("u1", 1), row("u2", 2), row("u3", 3)}, {}});
+  save({"s1", "v2", {row("u4", 4)}, {"u2", "u3"}});
+  CAF_CHECK_EQUAL(ids_of(load("s1")), (ids{"u1", "u4"}));
+}
+
+CAF_TEST(a row written and removed by one save ends removed) {
+  save({"s1", "v1", {row("u1", 1), row("u2", 2)}, {"u2"}});
+  CAF_CHECK_EQUAL(ids_of(load("s1")), (ids{"u1"}));
+}
+
+CAF_TEST(loading an unknown session answers not found) {
+  auto record = load_session(*db, "nobody");
+  CAF_REQUIRE(!record);
+  CAF_CHECK_EQUAL(code_of(record.error()),
+                  static_cast<uint8_t>(errc::not_found));
+}
+
+CAF_TEST(erase removes the blob and every row) {
+  save({"s1", "v1", {row("u1", 1), row("u2", 2)}, {}});
+  CAF_REQUIRE(!erase_session(*db, "s1"));
+  auto record = load_session(*db, "s1");
+  CAF_CHECK(!record);
+  // A session re-created under the same id starts without the old rows.
+  save({"s1", "fresh", {row("u9", 9)}, {}});
+  CAF_CHECK_EQUAL(ids_of(load("s1")), (ids{"u9"}));
+  CAF_CHECK(!erase_session(*db, "never-saved"));
+}
+
+/// "a" is a byte prefix of "a\x01b" and of "a\xff": without the length
+/// prefix the range of "a" would contain their keys.
+CAF_TEST(erasing a session leaves sessions whose ids it prefixes) {
+  std::string second{"a\x01" "b"};
+  std::string third{"a\xff"};
+  std::string fourth{"a\x00", 2};
+  save({"a", "blob a", {row("u1", 1)}, {}});
+  save({second, "blob second", {row("u1", 1), row("u2", 2)}, {}});
+  save({third, "blob third", {row("u3", 3)}, {}});
+  save({fourth, "blob fourth", {row("u4", 4)}, {}});
+  CAF_CHECK_EQUAL(ids_of(load("a")), (ids{"u1"}));
+  CAF_REQUIRE(!erase_session(*db, "a"));
+  CAF_CHECK(!load_session(*db, "a"));
+  CAF_CHECK_EQUAL(load(second).blob, "blob second");
+  CAF_CHECK_EQUAL(ids_of(load(second)), (ids{"u1", "u2"}));
+  CAF_CHECK_EQUAL(ids_of(load(third)), (ids{"u3"}));
+  CAF_CHECK_EQUAL(ids_of(load(fourth)), (ids{"u4"}));
+  CAF_REQUIRE(!erase_session(*db, second));
+  CAF_CHECK_EQUAL(ids_of(load(third)), (ids{"u3"}));
+  CAF_CHECK_EQUAL(ids_of(load(fourth)), (ids{"u4"}));
+}
+
+CAF_TEST(a save whose write fails leaves nothing of it) {
+  save({"s1", "v1", {row("u1", 1)}, {}});
+  faults->wal_append = true;
+  auto err = save_session(*db, {"s1", "v2", {row("u2", 2)}, {"u1"}});
+  CAF_CHECK(err);
+  faults->clear();
+  CAF_REQUIRE(!db->recover());
+  auto record = load("s1");
+  CAF_CHECK_EQUAL(record.blob, "v1");
+  CAF_CHECK_EQUAL(ids_of(record), (ids{"u1"}));
+}
+
+CAF_TEST(invalid session ids and rows are refused and nothing is written) {
+  auto invalid = static_cast<uint8_t>(errc::invalid_request);
+  CAF_CHECK_EQUAL(code_of(save_session(*db, {"", "b", {}, {}})), invalid);
+  CAF_CHECK_EQUAL(code_of(save_session(*db, {std::string(256, 'x'), "b", {},
+                                             {}})),
+                  invalid);
+  CAF_CHECK_EQUAL(code_of(save_session(*db, {"s1", "b", {row("", 1)}, {}})),
+                  invalid);
+  CAF_CHECK(!load_session(*db, "s1"));
+  save({std::string(255, 'x'), "longest", {}, {}});
+  CAF_CHECK_EQUAL(load(std::string(255, 'x')).blob, "longest");
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
