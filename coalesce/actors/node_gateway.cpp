@@ -52,6 +52,9 @@ struct forwarder<caf::typed_mpi<caf::detail::type_list<Atom, Args...>,
                            Args&... args) -> caf::result<Outputs...> {
       if (self->state.shutting_down && !served_while_shutting_down<Atom>)
         return refuse(self);
+      if (!service)
+        return make_error(errc::invalid_request,
+                          "this node does not host that service");
       return self->delegate(service, atom, std::move(args)...);
     };
   }
@@ -84,6 +87,8 @@ public:
   /// Requests the stats of the service of `entry`, into its member.
   template <class Handle, class Stats>
   void ask(service_entry<Handle, Stats node_stats::*> entry) {
+    if (!*entry.handle)
+      return; // not hosted here: its stats stay zero
     using stats_source = caf::typed_actor<caf::replies_to<stats_atom>::with<
       Stats>>;
     ++state_->outstanding;

@@ -30,6 +30,8 @@ namespace coalesce {
 
 /// A gateway in front of the services `services` points at, which must be
 /// the services themselves (their `stats` is asked for), not another node.
+/// A null handle is a service this node does not host: its requests are
+/// answered `errc::invalid_request`, its stats stay zero.
 node_actor spawn_node_gateway(caf::actor_system& sys,
                               service_handles services);
 

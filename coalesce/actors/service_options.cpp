@@ -1,29 +1,16 @@
-// The services' settings: registration with CAF's config and validation,
-// one place for each setting's key, description, default and rule.
+// The secret buffer's and the scheduler's settings: registration with CAF's
+// config and validation, one place for each setting's key, description,
+// default and rule. (Later services keep theirs beside their actors.)
 
 #include <caf/config_option_adder.hpp>
 #include <caf/make_config_option.hpp>
 #include <caf/deep_to_string.hpp>
 
 #include "coalesce/actors/backfill_scheduler.hpp"
+#include "coalesce/actors/option_text.hpp"
 #include "coalesce/actors/secret_buffer.hpp"
-#include "coalesce/actors/session_persister.hpp"
 
 namespace coalesce {
-
-namespace {
-
-/// "what it is (rule; default X)": --long-help then shows every default.
-template <class T>
-std::string described(const char* what, const T& default_value) {
-  return std::string{what} + "; default " + caf::deep_to_string(default_value);
-}
-
-std::string key(const std::string& group, const char* name) {
-  return group + "." + name;
-}
-
-} // namespace
 
 void secret_buffer_options::add_to(caf::config_option_adder& adder) {
   adder
@@ -41,14 +28,14 @@ void secret_buffer_options::add_to(caf::config_option_adder& adder) {
 
 std::string secret_buffer_options::validate(const std::string& group) const {
   if (pending_limit == 0)
-    return key(group, "secrets-pending-limit") + " = 0 must be positive";
+    return option_key(group, "secrets-pending-limit") + " = 0 must be positive";
   if (retry_base.count() <= 0)
-    return key(group, "secrets-retry-base") + " = "
+    return option_key(group, "secrets-retry-base") + " = "
            + caf::deep_to_string(retry_base) + " must be positive";
   if (retry_max < retry_base || retry_max > std::chrono::seconds{5})
-    return key(group, "secrets-retry-max") + " = "
+    return option_key(group, "secrets-retry-max") + " = "
            + caf::deep_to_string(retry_max) + " must lie between "
-           + key(group, "secrets-retry-base") + " and 5s";
+           + option_key(group, "secrets-retry-base") + " and 5s";
   return {};
 }
 
@@ -80,43 +67,14 @@ void scheduler_options::add_to(caf::config_option_adder& adder) {
 
 std::string scheduler_options::validate(const std::string& group) const {
   if (limits.max_concurrent == 0)
-    return key(group, "scheduler-max-concurrent") + " = 0 must be positive";
+    return option_key(group, "scheduler-max-concurrent") + " = 0 must be positive";
   if (limits.max_queued == 0)
-    return key(group, "scheduler-max-queued") + " = 0 must be positive";
+    return option_key(group, "scheduler-max-queued") + " = 0 must be positive";
   if (results_memory == 0)
-    return key(group, "scheduler-results-memory") + " = 0 must be positive";
+    return option_key(group, "scheduler-results-memory") + " = 0 must be positive";
   if (pager_timeout.count() <= 0)
-    return key(group, "scheduler-pager-timeout") + " = "
+    return option_key(group, "scheduler-pager-timeout") + " = "
            + caf::deep_to_string(pager_timeout) + " must be positive";
-  return {};
-}
-
-void persister_options::add_to(caf::config_option_adder& adder) {
-  adder
-    .add(max_blob, "persister-max-blob",
-         described("largest session snapshot in bytes (> 0)", max_blob))
-    .add(max_update, "persister-max-update",
-         described("largest update payload in bytes (> 0)", max_update))
-    .add(io_workers, "persister-io-workers",
-         described("threads doing the persister's RocksDB calls (1..64)",
-                   io_workers))
-    .add(snapshot_timeout, "persister-snapshot-timeout",
-         described("how long a session handle may take to answer a snapshot "
-                   "(> 0)",
-                   snapshot_timeout));
-}
-
-std::string persister_options::validate(const std::string& group) const {
-  if (max_blob == 0)
-    return key(group, "persister-max-blob") + " = 0 must be positive";
-  if (max_update == 0)
-    return key(group, "persister-max-update") + " = 0 must be positive";
-  if (io_workers == 0 || io_workers > 64)
-    return key(group, "persister-io-workers") + " = "
-           + std::to_string(io_workers) + " must lie between 1 and 64";
-  if (snapshot_timeout.count() <= 0)
-    return key(group, "persister-snapshot-timeout") + " = "
-           + caf::deep_to_string(snapshot_timeout) + " must be positive";
   return {};
 }
 

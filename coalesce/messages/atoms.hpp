@@ -31,4 +31,3 @@ using detach_atom = caf::atom_constant<caf::atom("detach")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
 
 } // namespace coalesce
-

@@ -5,16 +5,12 @@
 #include <caf/deep_to_string.hpp>
 #include <spdlog/common.h>
 
+#include "coalesce/actors/option_text.hpp"
 #include "coalesce/storage/durability.hpp"
 
 namespace coalesce {
 
 namespace {
-
-template <class T>
-std::string described(const char* what, const T& default_value) {
-  return std::string{what} + "; default " + caf::deep_to_string(default_value);
-}
 
 std::string quoted(const std::string& x) {
   return "\"" + x + "\"";

@@ -5,7 +5,6 @@
 #include "coalesce/actors/node_gateway.hpp"
 #include "coalesce/actors/secret_buffer.hpp"
 #include "coalesce/actors/secret_store_actors.hpp"
-#include "coalesce/actors/session_persister.hpp"
 #include "coalesce/actors/timeline_actors.hpp"
 
 #include "coalesce/actors/secret_store_actors.hpp"
@@ -31,7 +30,6 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
   secret_buffer_actor buffer;
   timeline_actor timeline;
   scheduler_actor scheduler;
-  persister_service persister;
   node_actor gateway;
 
   gateway_fixture() {
@@ -44,21 +42,20 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
     buffer = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{});
     timeline = sys.spawn(timeline_store, db);
     scheduler = spawn_backfill_scheduler(sys, timeline, scheduler_options{});
-    persister = spawn_persister_service_scheduled(sys, db, persister_options{});
-    gateway = spawn_node_gateway(sys, service_handles{buffer, timeline,
-                                                      scheduler,
-                                                      persister.persister});
+    // The services this suite exercises; the others stay unhosted.
+    service_handles hosted;
+    hosted.secrets = buffer;
+    hosted.timeline = timeline;
+    hosted.backfill = scheduler;
+    gateway = spawn_node_gateway(sys, hosted);
     sched.run();
   }
 
   ~gateway_fixture() override {
     for (auto hdl : {actor_cast<actor>(gateway), actor_cast<actor>(buffer),
                      actor_cast<actor>(drain), actor_cast<actor>(reader),
-                     actor_cast<actor>(scheduler), actor_cast<actor>(timeline),
-                     actor_cast<actor>(persister.persister)})
+                     actor_cast<actor>(scheduler), actor_cast<actor>(timeline)})
       anon_send_exit(hdl, exit_reason::kill);
-    for (const auto& io : persister.io)
-      anon_send_exit(io, exit_reason::kill);
     sched.run();
   }
 
@@ -146,6 +143,23 @@ CAF_TEST(after shutdown every request is refused with shutting down) {
   CAF_CHECK_EQUAL(stats.refused_requests, 1u);
   CAF_CHECK_EQUAL(stats.secrets.pending, 0u);
   CAF_CHECK_EQUAL(stats.secrets.entries_written, 0u);
+}
+
+CAF_TEST(a request for a service the node does not host is refused) {
+  auto answer = self->request(gateway, infinite, load_atom::value,
+                              std::string{"some-session"});
+  sched.run();
+  CAF_REQUIRE(!self->mailbox().empty());
+  bool refused = false;
+  answer.receive([&](session_record&) { CAF_FAIL("an unhosted load answered"); },
+                 [&](error& err) {
+                   refused = err.code()
+                             == static_cast<uint8_t>(errc::invalid_request);
+                   CAF_MESSAGE(sys.render(err));
+                 });
+  CAF_CHECK(refused);
+  auto stats = ask<node_stats>(stats_atom::value);
+  CAF_CHECK_EQUAL(stats.sessions.writes, 0u);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
