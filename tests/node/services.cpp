@@ -12,6 +12,7 @@
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/node/services.hpp"
 #include "coalesce/storage/database.hpp"
+#include "coalesce/storage/fault_injection.hpp"
 #include "coalesce/storage/secret_store.hpp"
 
 #include "secret_fixtures.hpp"
@@ -30,9 +31,33 @@ struct io_config : test_config {
   }
 };
 
+/// A session's live handle: answers the persister's snapshot with `blob`.
+session_handle_actor::behavior_type session_handle(std::string blob) {
+  return {[blob](snapshot_atom) { return blob; }};
+}
+
+/// Registers a handle of `session` answering `blob` and persists it with
+/// one update row; answers the persist's error, none once written.
+error persist_session(actor_system& sys, const service_handles& services,
+                      const std::string& session, const std::string& blob) {
+  scoped_actor self{sys};
+  auto handle = sys.spawn(session_handle, blob);
+  error result;
+  self->request(services.sessions, 30s, register_atom::value, session, handle)
+    .receive([](uint64_t) {}, [&](error& err) { result = err; });
+  if (!result)
+    self
+      ->request(services.sessions, 30s, persist_atom::value, session, handle,
+                std::vector<session_update>{{"u1", 1, "note", "first"}},
+                std::vector<std::string>{})
+      .receive([](ok_atom) {}, [&](error& err) { result = err; });
+  anon_send_exit(handle, exit_reason::user_shutdown);
+  return result;
+}
+
 /// What an application does with the handles, the same in process and
 /// remote: queue and look up secrets, flush, append to a room and back-page
-/// it to its start. Real actors, real RocksDB, real time (the I/O actors
+/// it to its start, persist a session and load it back. Real actors, real RocksDB, real time (the I/O actors
 /// are detached), every wait bounded.
 void use_the_services(actor_system& sys, const service_handles& services,
                       const std::string& room) {
@@ -71,6 +96,16 @@ void use_the_services(actor_system& sys, const service_handles& services,
         CAF_REQUIRE_EQUAL(result.events.size(), 5u);
         CAF_CHECK_EQUAL(result.events.front().event_id, "e5");
         CAF_CHECK_EQUAL(result.events.back().event_id, "e1");
+      },
+      [&](error& err) { CAF_FAIL(sys.render(err)); });
+  auto persisted = persist_session(sys, services, room, "state of " + room);
+  CAF_REQUIRE_EQUAL(persisted, error{});
+  self->request(services.sessions, 30s, load_atom::value, room)
+    .receive(
+      [&](session_record& record) {
+        CAF_CHECK_EQUAL(record.blob, "state of " + room);
+        CAF_REQUIRE_EQUAL(record.updates.size(), 1u);
+        CAF_CHECK_EQUAL(record.updates[0].payload, "first");
       },
       [&](error& err) { CAF_FAIL(sys.render(err)); });
 }
@@ -165,4 +200,32 @@ CAF_TEST(connecting where no node listens fails within the timeout) {
   CAF_CHECK_EQUAL(remote.error().code(),
                   static_cast<uint8_t>(errc::node_unreachable));
   CAF_CHECK_LESS(std::chrono::steady_clock::now() - started, 5s);
+}
+
+CAF_TEST(stop reports a session whose write keeps failing) {
+  test_config cfg;
+  actor_system sys{cfg};
+  temp_dir dir;
+  auto switches = std::make_shared<storage::fault_switches>();
+  auto settings = settings_in(dir);
+  settings.file_system = storage::make_fault_injecting_file_system(switches);
+  auto started = start_services(sys, settings);
+  CAF_REQUIRE(started);
+  auto handles = (*started)->handles();
+  scoped_actor self{sys};
+  // A handle that stays alive, as an application's live session does.
+  auto live = sys.spawn(session_handle, std::string{"unsaved"});
+  self->request(handles.sessions, 30s, register_atom::value,
+                std::string{"doomed"}, live)
+    .receive([](uint64_t) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  switches->wal_append = true;
+  bool failed = false;
+  self
+    ->request(handles.sessions, 30s, persist_atom::value,
+              std::string{"doomed"}, live, std::vector<session_update>{},
+              std::vector<std::string>{})
+    .receive([](ok_atom) {}, [&](error&) { failed = true; });
+  CAF_REQUIRE(failed);
+  CAF_CHECK(!(*started)->stop(3s));
+  anon_send_exit(live, exit_reason::user_shutdown);
 }
