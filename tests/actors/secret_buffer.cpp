@@ -158,29 +158,12 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
       [=](resumable* job) { return job != stalled_job; });
   }
 
-  template <class T>
-  T receive_from(scoped_actor& who) {
-    auto msg = next_message(who);
-    if (msg.match_elements<error>())
-      CAF_FAIL("unexpected error: " << sys.render(msg.get_as<error>(0)));
-    if (!msg.match_elements<T>())
-      CAF_FAIL("unexpected reply: " << to_string(msg));
-    return msg.get_as<T>(0);
-  }
-
-  error receive_error(scoped_actor& who) {
-    auto msg = next_message(who);
-    if (!msg.match_elements<error>())
-      CAF_FAIL("expected an error, got " << to_string(msg));
-    return msg.get_as<error>(0);
-  }
-
   /// Sends a request from `self`, runs every actor, returns the reply.
   template <class T, class... Ts>
   T ask(Ts... xs) {
     self->request(buf, infinite, std::move(xs)...);
     sched.run();
-    return receive_from<T>(self);
+    return next_reply<T>(sys, self);
   }
 
   void queue(entries xs) {
@@ -200,7 +183,7 @@ struct buffer_fixture : test_coordinator_fixture<test_config> {
   secret_buffer_stats peek_stats() {
     self->request(buf, infinite, stats_atom::value);
     run_buffer();
-    return receive_from<secret_buffer_stats>(self);
+    return next_reply<secret_buffer_stats>(sys, self);
   }
 
   stored_secret stored(const std::string& msg_id,
@@ -233,10 +216,10 @@ CAF_TEST(a queued secret is readable before it is written) {
   start();
   self->request(buf, infinite, queue_atom::value, make_entry("M1", 0x11));
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   self->request(buf, infinite, lookup_atom::value, key_of("M1"));
   run_buffer();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0x11));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0x11));
   CAF_CHECK(!stored("M1").found);
   sched.run();
   CAF_CHECK(stored_as("M1", 0x11));
@@ -258,12 +241,12 @@ CAF_TEST(lookup many answers pending stored and missing keys in order) {
   self->request(buf, infinite, queue_atom::value,
                 entries{make_entry("PENDING", 0x02)});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   self->request(buf, infinite, lookup_atom::value,
                 std::vector<secret_key>{key_of("MISSING"), key_of("PENDING"),
                                         key_of("STORED")});
   sched.run();
-  auto answers = receive_from<std::vector<secret_lookup>>(self);
+  auto answers = next_reply<std::vector<secret_lookup>>(sys, self);
   CAF_REQUIRE_EQUAL(answers.size(), 3u);
   CAF_CHECK(!answers[0].found);
   CAF_CHECK_EQUAL(answers[1], found(0x02));
@@ -282,10 +265,10 @@ CAF_TEST(a pending capture with an unknown message time answers the stored one) 
   unknown.message_ts = 0;
   self->request(buf, infinite, queue_atom::value, entries{unknown});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   self->request(buf, infinite, lookup_atom::value, key_of("P"));
   sched.run();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0x22, 50));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0x22, 50));
   CAF_CHECK_EQUAL(stored("P").row.entry.message_ts, 50);
 }
 
@@ -298,10 +281,10 @@ CAF_TEST(a pending capture past its expiry answers through the stored row) {
   expired.expires_at = storage::unix_now() - 60;
   self->request(buf, infinite, queue_atom::value, entries{expired});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   self->request(buf, infinite, lookup_atom::value, key_of("P"));
   sched.run();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0x22));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0x22));
 }
 
 /// Issue 9, item 6: a lookup arrives while a capture with an unknown message
@@ -318,7 +301,7 @@ CAF_TEST(a lookup never mixes its arrival state with a newer stored row) {
   unknown_ts.message_ts = 0;
   self->request(buf, infinite, queue_atom::value, entries{unknown_ts});
   run_buffer(); // Its batch waits at the drain worker.
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   scoped_actor client{sys};
   client->request(buf, infinite, lookup_atom::value, key_of("P"));
   run_buffer(); // The read waits at the reader.
@@ -326,12 +309,12 @@ CAF_TEST(a lookup never mixes its arrival state with a newer stored row) {
   newer.message_ts = 99;
   self->request(buf, infinite, queue_atom::value, entries{newer});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   run_all_but(reader); // Both captures are written while the read waits.
   CAF_CHECK(stored_as("P", 0x33));
   CAF_CHECK(client->mailbox().empty());
   sched.run();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(client), found(0x33, 99));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, client), found(0x33, 99));
 }
 
 /// The same with the read done before the writes land (its answer handled
@@ -345,7 +328,7 @@ CAF_TEST(a lookup read before newer writes answers a state the key had) {
   unknown_ts.message_ts = 0;
   self->request(buf, infinite, queue_atom::value, entries{unknown_ts});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   scoped_actor client{sys};
   client->request(buf, infinite, lookup_atom::value, key_of("P"));
   run_buffer();
@@ -353,12 +336,12 @@ CAF_TEST(a lookup read before newer writes answers a state the key had) {
   newer.message_ts = 99;
   self->request(buf, infinite, queue_atom::value, entries{newer});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   sched.run_jobs_filtered([&](resumable* job) {
     return job == dynamic_cast<resumable*>(actor_cast<abstract_actor*>(reader));
   });
   sched.run();
-  auto answer = receive_from<secret_lookup>(client);
+  auto answer = next_reply<secret_lookup>(sys, client);
   CAF_CHECK(answer == found(0x22, 50) || answer == found(0x33, 99));
   CAF_MESSAGE("answered " << to_string(answer));
 }
@@ -373,7 +356,7 @@ CAF_TEST(a lookup of many keys never mixes states either) {
   unknown_ts.message_ts = 0;
   self->request(buf, infinite, queue_atom::value, entries{unknown_ts});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   scoped_actor client{sys};
   client->request(buf, infinite, lookup_atom::value,
                   std::vector<secret_key>{key_of("Q"), key_of("P")});
@@ -382,11 +365,11 @@ CAF_TEST(a lookup of many keys never mixes states either) {
   newer.message_ts = 99;
   self->request(buf, infinite, queue_atom::value, entries{newer});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   run_all_but(reader);
   CAF_CHECK(stored_as("P", 0x33));
   sched.run();
-  auto answers = receive_from<std::vector<secret_lookup>>(client);
+  auto answers = next_reply<std::vector<secret_lookup>>(sys, client);
   CAF_REQUIRE_EQUAL(answers.size(), 2u);
   CAF_CHECK_EQUAL(answers[0], found(0x44));
   CAF_CHECK_EQUAL(answers[1], found(0x33, 99));
@@ -398,10 +381,10 @@ CAF_TEST(expired secrets are invisible to lookups) {
   expired.expires_at = storage::unix_now() - 60;
   self->request(buf, infinite, queue_atom::value, entries{expired});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   self->request(buf, infinite, lookup_atom::value, key_of("OLD"));
   sched.run();
-  CAF_CHECK(!receive_from<secret_lookup>(self).found);
+  CAF_CHECK(!next_reply<secret_lookup>(sys, self).found);
   CAF_CHECK(stored("OLD").found);
   CAF_CHECK(!lookup("OLD").found);
 }
@@ -416,7 +399,7 @@ CAF_TEST(a burst coalesces into one batch) {
                   entries{make_entry("M" + std::to_string(i), i)});
   sched.run();
   for (int i = 0; i < 20; ++i)
-    CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+    CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   auto st = stats();
   CAF_CHECK_EQUAL(st.batches_written, 1u);
   CAF_CHECK_EQUAL(st.last_batch_size, 20u);
@@ -446,8 +429,8 @@ CAF_TEST(one batch is in flight and later entries go into the next) {
   self->request(buf, infinite, queue_atom::value,
                 entries{make_entry("SECOND", 2)});
   run_buffer(); // SECOND arrives while that batch is in flight.
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   expect((write_atom, secret_batch), from(buf).to(drain));
   // No second batch reached the drain worker while the first was in flight.
   CAF_CHECK(!sched.prioritize(drain));
@@ -479,14 +462,14 @@ CAF_TEST(a recapture during a write survives the write and is written next) {
     // The batch carrying `first` is at the drain worker, not yet written.
     self->request(buf, infinite, queue_atom::value, entries{second});
     run_buffer();
-    CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-    CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+    CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+    CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
     expect((write_atom, secret_batch), from(buf).to(drain));
     expect((ok_atom), from(drain).to(buf));
     CAF_CHECK_EQUAL(peek_stats().pending, 1u);
     self->request(buf, infinite, lookup_atom::value, first.key());
     run_buffer();
-    CAF_CHECK_EQUAL(receive_from<secret_lookup>(self).secret, second.secret);
+    CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self).secret, second.secret);
     sched.run();
     CAF_CHECK_EQUAL(stats().batches_written, batches_before + 2);
     auto row = stored(first.msg_id);
@@ -507,8 +490,8 @@ CAF_TEST(coalesced duplicates merge retention metadata) {
   self->request(buf, infinite, queue_atom::value, entries{first});
   self->request(buf, infinite, queue_atom::value, entries{second});
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK_EQUAL(lookup("PARENT"), found(0x11, 50));
   sched.run();
   auto row = stored("PARENT");
@@ -527,7 +510,7 @@ CAF_TEST(the high water mark back pressures concurrent producers) {
   start(2);
   self->request(buf, infinite, queue_atom::value, make_entry("M0", 0));
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   std::vector<std::unique_ptr<scoped_actor>> producers;
   for (uint8_t i = 1; i <= 8; ++i) {
     producers.push_back(std::make_unique<scoped_actor>(sys));
@@ -545,18 +528,18 @@ CAF_TEST(the high water mark back pressures concurrent producers) {
   // Held entries are readable already.
   self->request(buf, infinite, lookup_atom::value, key_of("M5"));
   run_buffer();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(5));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(5));
   // Refreshing a pending key needs no new capacity.
   self->request(buf, infinite, queue_atom::value, make_entry("M0", 0xfe));
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   self->request(buf, infinite, lookup_atom::value, key_of("M0"));
   run_buffer();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0xfe));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0xfe));
   // The disk comes back.
   sched.run();
   for (auto& producer : producers)
-    CAF_CHECK(receive_from<ok_atom>(*producer) == ok_atom::value);
+    CAF_CHECK(next_reply<ok_atom>(sys, *producer) == ok_atom::value);
   CAF_CHECK(stored_as("M0", 0xfe));
   for (uint8_t i = 1; i <= 8; ++i)
     CAF_CHECK(stored_as("M" + std::to_string(i), i));
@@ -584,9 +567,9 @@ CAF_TEST(a producer that dies while waiting has its entries buffered) {
   self->request(buf, infinite, lookup_atom::value,
                 key_of("M2", "b@s.whatsapp.net"));
   run_buffer();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0x22));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0x22));
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(filler) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, filler) == ok_atom::value);
   CAF_CHECK(stored_as("M1", 0x11));
   CAF_CHECK(stored_as("M2", 0x22, "b@s.whatsapp.net"));
 }
@@ -612,10 +595,10 @@ CAF_TEST(a dead producers newer capture is not overtaken by an older held one) {
   CAF_CHECK_EQUAL(peek_stats().force_buffered, 1u);
   self->request(buf, infinite, lookup_atom::value, key_of("K"));
   run_buffer();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0xB1));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0xB1));
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(filler) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(older) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, filler) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, older) == ok_atom::value);
   CAF_CHECK(stored_as("K", 0xB1));
   CAF_CHECK_EQUAL(lookup("K"), found(0xB1));
 }
@@ -628,13 +611,13 @@ CAF_TEST(flush answers once everything queued before it is durable) {
     self->request(buf, infinite, queue_atom::value,
                   make_entry("F" + std::to_string(i), i));
     run_buffer();
-    CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+    CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   }
   self->request(buf, infinite, flush_atom::value);
   run_buffer();
   CAF_CHECK(self->mailbox().empty());
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   for (uint8_t i = 0; i < 3; ++i)
     CAF_CHECK(stored_as("F" + std::to_string(i), i));
   CAF_CHECK_EQUAL(stats().pending, 0u);
@@ -654,7 +637,7 @@ CAF_TEST(a sealed buffer answers a queue only once it is durable) {
   CAF_CHECK(self->mailbox().empty());
   CAF_CHECK(!stored("LATE").found);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK(stored_as("LATE", 0x55));
   CAF_CHECK_EQUAL(stats().pending, 0u);
   CAF_CHECK(stats().sealed);
@@ -673,13 +656,13 @@ CAF_TEST(a producer dying after the seal is swept by the terminal flush) {
   run_buffer();
   self->request(buf, infinite, seal_atom::value);
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   doomed.reset();
   run_buffer();
   CAF_CHECK_EQUAL(peek_stats().force_buffered, 1u);
   CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
   CAF_CHECK(stored_as("M2", 0x22, "b@s.whatsapp.net"));
-  CAF_CHECK(receive_from<ok_atom>(filler) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, filler) == ok_atom::value);
 }
 
 /// The same with the death before the seal.
@@ -698,7 +681,7 @@ CAF_TEST(a producer dying before the seal is swept by the terminal flush) {
   CAF_CHECK_EQUAL(peek_stats().force_buffered, 1u);
   self->request(buf, infinite, seal_atom::value);
   run_buffer();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
   CAF_CHECK(stored_as("M2", 0x22, "b@s.whatsapp.net"));
   CAF_CHECK(stored_as("M1", 0x11));
@@ -746,7 +729,7 @@ CAF_TEST(many sealed queues are each answered once their writes are durable) {
                   make_entry("HOT", static_cast<uint8_t>(i)));
   sched.run();
   for (int i = 0; i < waiters; ++i)
-    CAF_REQUIRE(receive_from<ok_atom>(self) == ok_atom::value);
+    CAF_REQUIRE(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK(stored_as("HOT", static_cast<uint8_t>(waiters - 1)));
 }
 
@@ -763,7 +746,7 @@ CAF_TEST(a flush waits for entries held by waiting producers) {
   CAF_CHECK(stored_as("A", 1));
   CAF_CHECK(stored_as("B", 2));
   CAF_CHECK(stored_as("C", 3));
-  CAF_CHECK(receive_from<ok_atom>(producer) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, producer) == ok_atom::value);
 }
 
 // -- failures -------------------------------------------------------------------
@@ -774,12 +757,12 @@ CAF_TEST(a failed batch stays pending and is retried until written) {
   start_on_failing_disk(2);
   self->request(buf, infinite, queue_atom::value, make_entry("M1", 0x11));
   sched.run(); // Runs messages only: the retry timer does not fire.
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK_EQUAL(peek_stats().failed_batches, 1u);
   CAF_CHECK_EQUAL(peek_stats().pending, 1u);
   self->request(buf, infinite, lookup_atom::value, key_of("M1"));
   run_buffer();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(0x11));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0x11));
   CAF_CHECK(!stored("M1").found);
   // First retry after 10ms, which fails again; the next waits 20ms.
   CAF_CHECK_EQUAL(sched.advance_time(9ms), 0u);
@@ -812,13 +795,13 @@ CAF_TEST(a failed wal sync does not hold back the next batch) {
   faults->clear();
   self->request(buf, infinite, queue_atom::value, make_entry("B", 2));
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK(stored_as("B", 2));
   CAF_CHECK(self->mailbox().empty());
   // The sync is retried after the retry base and the flush answered.
   sched.advance_time(10s);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
 }
 
 /// A batch the drain worker had not written when it was killed bounces; the
@@ -827,7 +810,7 @@ CAF_TEST(a write in flight when the drain worker dies is retried on its successo
   start_with_replacements();
   self->request(buf, infinite, queue_atom::value, make_entry("W", 2));
   expect((queue_atom, secret_entry), from(_).to(buf));
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   // The relay passes the drain wake-up back; the buffer has yet to read it.
   auto* buffer_job = job_of(buf);
   auto* drain_job = job_of(drain);
@@ -857,7 +840,7 @@ CAF_TEST(a read in flight when the reader dies is answered by its successor) {
   run_buffer(); // The read waits in the reader's mailbox.
   anon_send_exit(reader, exit_reason::kill);
   sched.run();
-  CAF_CHECK_EQUAL(receive_from<secret_lookup>(self), found(1));
+  CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(1));
   CAF_CHECK_EQUAL(lookup("R"), found(1));
 }
 
@@ -869,7 +852,7 @@ CAF_TEST(a buffer that cannot replace a dead worker stops and answers) {
   anon_send_exit(drain, exit_reason::kill);
   run_only(drain); // Dead before the buffer sees the flush.
   sched.run();
-  auto err = receive_error(self);
+  auto err = next_error(self);
   CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
 }
 
@@ -889,7 +872,7 @@ CAF_TEST(bad input is answered with an error and nothing is stored) {
     self->request(buf, infinite, queue_atom::value,
                   entries{make_entry("GOOD", 9), bad});
     sched.run();
-    auto err = receive_error(self);
+    auto err = next_error(self);
     CAF_CHECK_EQUAL(err.category(), errc_category);
     CAF_CHECK_EQUAL(err.code(),
                     static_cast<uint8_t>(errc::invalid_secret_entry));
@@ -902,7 +885,7 @@ CAF_TEST(bad input is answered with an error and nothing is stored) {
     self->request(buf, infinite, queue_atom::value,
                   entries{make_entry("GOOD", 9), bad});
     sched.run();
-    CAF_CHECK_EQUAL(sys.render(receive_error(self)),
+    CAF_CHECK_EQUAL(sys.render(next_error(self)),
                     "invalid secret entry: the secret must be 32 bytes, got "
                       + std::to_string(size) + " (entry 1)");
   }
@@ -930,11 +913,11 @@ CAF_TEST(a flush past its deadline is answered with the failure and the others w
   CAF_CHECK(self->mailbox().empty());
   sched.advance_time(1ms);
   run_buffer();
-  auto err = receive_error(self);
+  auto err = next_error(self);
   CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::storage_failed));
   CAF_CHECK(patient->mailbox().empty());
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(patient) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, patient) == ok_atom::value);
   CAF_CHECK(stored_as("D2", 2));
 }
 
@@ -953,7 +936,7 @@ CAF_TEST(a stopping buffer answers every parked request with an error) {
   anon_send_exit(buf, exit_reason::user_shutdown);
   run_buffer();
   for (auto* who : {&producer, &self, &reader_client}) {
-    auto err = receive_error(*who);
+    auto err = next_error(*who);
     CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
   }
 }
@@ -981,7 +964,7 @@ CAF_TEST(stats count batches entries and waiting producers) {
   st = stats();
   CAF_CHECK_EQUAL(st.entries_written, 7u);
   CAF_CHECK_EQUAL(st.waiting_producers, 0u);
-  CAF_CHECK(receive_from<ok_atom>(producer) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, producer) == ok_atom::value);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

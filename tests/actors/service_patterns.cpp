@@ -75,13 +75,6 @@ struct patterns_fixture : test_coordinator_fixture<test_config> {
   parking_state& state() {
     return deref<stateful_actor<parking_state>>(service).state;
   }
-
-  error receive_error(scoped_actor& who) {
-    auto msg = next_message(who);
-    if (!msg.match_elements<error>())
-      CAF_FAIL("expected an error, got " << to_string(msg));
-    return msg.get_as<error>(0);
-  }
 };
 
 /// A real database whose file system is the fault seam.
@@ -242,7 +235,7 @@ CAF_TEST(every parked request is answered service_stopped when the service stops
   anon_send_exit(service, exit_reason::user_shutdown);
   sched.run();
   for (auto* who : {&first, &second, &second}) {
-    auto err = receive_error(*who);
+    auto err = next_error(*who);
     CAF_CHECK_EQUAL(err.category(), errc_category);
     CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
     CAF_CHECK_EQUAL(sys.render(err),
@@ -258,7 +251,7 @@ CAF_TEST(answering all parked requests answers each with that error) {
   anon_send(service, delete_atom::value);
   sched.run();
   for (auto* who : {&first, &self})
-    CAF_CHECK_EQUAL(receive_error(*who).code(),
+    CAF_CHECK_EQUAL(next_error(*who).code(),
                     static_cast<uint8_t>(errc::node_shutting_down));
   CAF_CHECK(state().parked.empty());
 }
