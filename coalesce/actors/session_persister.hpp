@@ -53,6 +53,15 @@
 ///   one of `io_workers` detached I/O actors, always the same one for a
 ///   session. Writers never block. Every request parked when an actor stops
 ///   is answered with errc::service_stopped.
+/// - Store-side fencing: every write carries its handle's generation and
+///   storage refuses a lower one than it holds (errc::stale_generation); a
+///   delete leaves a tombstone above every generation in use. The persister
+///   learns a session's stored generation (through its I/O actor) before it
+///   first registers, resolves or deletes it: after a restart registers
+///   continue from the stored generation plus one.
+/// - Group commit: each I/O actor writes everything that reached it while
+///   it wrote the previous group as one WriteBatch with one fsync (see
+///   session_io_actor); `stats` counts groups and fsyncs.
 ///
 /// What a crash can lose: queued persists whose callers were not answered.
 /// An answered persist survives a process crash, and with durability
