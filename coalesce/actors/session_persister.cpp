@@ -21,29 +21,104 @@ namespace coalesce {
 
 // -- I/O actors ---------------------------------------------------------------
 
+struct session_io_state {
+  std::shared_ptr<storage::database> db;
+  /// The group forming: writes that arrived since the last commit.
+  std::vector<storage::session_write> pending;
+  parked_requests<caf::typed_response_promise<ok_atom>> waiters{
+    "the session I/O actor"};
+  std::vector<uint64_t> pending_waiters;
+  uint64_t groups = 0;
+  uint64_t fsyncs = 0;
+};
+
+using io_pointer = session_io_actor::stateful_pointer<session_io_state>;
+
+namespace {
+
+void count_batch(io_pointer self) {
+  if (self->state.db->mode() == storage::durability::synced)
+    ++self->state.fsyncs;
+}
+
+/// Writes the pending group as one batch and answers each of its writes.
+void commit_pending(io_pointer self) {
+  auto& st = self->state;
+  if (st.pending.empty())
+    return;
+  auto writes = std::move(st.pending);
+  auto waiters = std::move(st.pending_waiters);
+  st.pending.clear();
+  st.pending_waiters.clear();
+  storage::session_group_result result;
+  auto failure = guarded_write(*st.db, [&] {
+    result = storage::save_session_group(*st.db, writes);
+    return result.failure;
+  });
+  if (result.written) {
+    ++st.groups;
+    count_batch(self);
+  }
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    const caf::error* err = nullptr;
+    if (i < result.refused.size() && result.refused[i])
+      err = &result.refused[i];
+    else if (failure)
+      err = &failure;
+    if (err)
+      st.waiters.answer(waiters[i], *err);
+    else
+      st.waiters.answer(waiters[i], ok_atom::value);
+  }
+}
+
+} // namespace
+
 session_io_actor::behavior_type
-session_io_worker(session_io_actor::pointer,
-                  std::shared_ptr<storage::database> db) {
+session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
+  self->state.db = std::move(db);
   return {
-    [db](write_atom, const storage::session_write& write)
-      -> caf::result<ok_atom> {
-      if (auto err = guarded_write(
-            *db, [&] { return storage::save_session(*db, write); }))
+    [self](write_atom, storage::session_write& write) {
+      auto& st = self->state;
+      if (st.pending.empty())
+        self->send(self, commit_atom::value);
+      auto promise = self->make_response_promise<ok_atom>();
+      st.pending.push_back(std::move(write));
+      st.pending_waiters.push_back(st.waiters.park(promise));
+      return promise;
+    },
+    [self](commit_atom) { commit_pending(self); },
+    [self](erase_atom, const std::string& session,
+           uint64_t generation) -> caf::result<ok_atom> {
+      commit_pending(self);
+      auto& db = *self->state.db;
+      if (auto err = guarded_write(db, [&] {
+            return storage::erase_session(db, session, generation);
+          }))
         return err;
+      count_batch(self);
       return ok_atom::value;
     },
-    [db](erase_atom, const std::string& session) -> caf::result<ok_atom> {
-      if (auto err = guarded_write(
-            *db, [&] { return storage::erase_session(*db, session); }))
-        return err;
-      return ok_atom::value;
-    },
-    [db](load_atom, const std::string& session)
+    [self](load_atom, const std::string& session)
       -> caf::result<session_record> {
-      auto record = storage::load_session(*db, session);
+      commit_pending(self);
+      auto record = storage::load_session(*self->state.db, session);
       if (!record)
         return std::move(record.error());
       return std::move(*record);
+    },
+    [self](stored_generation_atom, const std::string& session)
+      -> caf::result<bool, uint64_t> {
+      commit_pending(self);
+      auto stored = storage::stored_generation(*self->state.db, session);
+      if (!stored)
+        return std::move(stored.error());
+      return caf::result<bool, uint64_t>{stored->has_value(),
+                                         stored->value_or(0)};
+    },
+    [self](stats_atom) -> caf::result<uint64_t, uint64_t> {
+      return caf::result<uint64_t, uint64_t>{self->state.groups,
+                                             self->state.fsyncs};
     },
   };
 }
@@ -58,7 +133,8 @@ using session_writer_actor = caf::typed_actor<
   caf::replies_to<persist_atom, session_handle_actor,
                   std::vector<session_update>,
                   std::vector<std::string>>::with<ok_atom>,
-  caf::replies_to<delete_atom>::with<ok_atom>,
+  /// Deletes the session, leaving a tombstone of the given generation.
+  caf::replies_to<delete_atom, uint64_t>::with<ok_atom>,
   caf::replies_to<barrier_atom>::with<ok_atom>,
   caf::replies_to<exclusive_atom, session_lease>::with<session_lease>,
   caf::replies_to<release_atom, session_lease>::with<ok_atom>>;
@@ -132,7 +208,8 @@ caf::error snapshot_error(writer_pointer self, const caf::error& err) {
 }
 
 void write_snapshot(writer_pointer self, std::shared_ptr<session_rows> rows,
-                    write_report report, std::string& blob) {
+                    write_report report, uint64_t generation,
+                    std::string& blob) {
   auto& st = self->state;
   if (blob.size() > st.options.max_blob) {
     end_write(self, rows,
@@ -145,7 +222,7 @@ void write_snapshot(writer_pointer self, std::shared_ptr<session_rows> rows,
     return;
   }
   storage::session_write write{st.session, std::move(blob), rows->updates,
-                               rows->removed};
+                               rows->removed, generation};
   self->request(st.io, caf::infinite, write_atom::value, std::move(write))
     .then([=](ok_atom) { end_write(self, rows, caf::none, report); },
           [=](caf::error& err) { end_write(self, rows, err, report); });
@@ -159,7 +236,7 @@ void start_write(writer_pointer self, std::shared_ptr<session_rows> rows) {
     ->request(st.persister, caf::infinite, resolve_atom::value, st.session,
               *rows->source)
     .then(
-      [=](session_handle_actor& from) {
+      [=](session_handle_actor& from, uint64_t generation) {
         write_report report;
         report.attempted = true;
         report.snapshot_asked = true;
@@ -168,7 +245,7 @@ void start_write(writer_pointer self, std::shared_ptr<session_rows> rows) {
           ->request(from, self->state.options.snapshot_timeout,
                     snapshot_atom::value)
           .then([=](std::string& blob) {
-                  write_snapshot(self, rows, report, blob);
+                  write_snapshot(self, rows, report, generation, blob);
                 },
                 [=](caf::error& err) {
                   end_write(self, rows, snapshot_error(self, err), report);
@@ -177,7 +254,7 @@ void start_write(writer_pointer self, std::shared_ptr<session_rows> rows) {
       [=](caf::error& err) { end_write(self, rows, err, write_report{}); });
 }
 
-void start_erase(writer_pointer self, uint64_t waiter) {
+void start_erase(writer_pointer self, uint64_t waiter, uint64_t generation) {
   auto& st = self->state;
   auto done = [self, waiter](caf::error result) {
     auto& st = self->state;
@@ -188,7 +265,8 @@ void start_erase(writer_pointer self, uint64_t waiter) {
     self->send(st.persister, written_atom::value, st.session, report);
     pump(self);
   };
-  self->request(st.io, caf::infinite, erase_atom::value, st.session)
+  self
+    ->request(st.io, caf::infinite, erase_atom::value, st.session, generation)
     .then([=](ok_atom) { done(caf::none); },
           [=](caf::error& err) { done(std::move(err)); });
 }
@@ -239,7 +317,7 @@ void pump(writer_pointer self) {
         start_write(self, std::make_shared<session_rows>(std::move(job->rows)));
         return;
       case session_job::erase:
-        start_erase(self, job->rows.waiters.front());
+        start_erase(self, job->rows.waiters.front(), job->generation);
         return;
       case session_job::lease:
         grant_lease(self, job->lease_id, job->rows.waiters.front());
@@ -265,7 +343,8 @@ caf::typed_response_promise<ok_atom> queue_job(writer_pointer self,
   return promise;
 }
 
-caf::result<ok_atom> on_writer_delete(writer_pointer self) {
+caf::result<ok_atom> on_writer_delete(writer_pointer self,
+                                      uint64_t generation) {
   auto& st = self->state;
   auto dropped = st.queue.drop_writes();
   answer_all(self, dropped,
@@ -277,6 +356,7 @@ caf::result<ok_atom> on_writer_delete(writer_pointer self) {
   }
   session_job job;
   job.kind = session_job::erase;
+  job.generation = generation;
   return queue_job(self, std::move(job));
 }
 
@@ -339,9 +419,9 @@ session_writer(writer_pointer self, std::string session,
       pump(self);
       return promise;
     },
-    [self](delete_atom) {
+    [self](delete_atom, uint64_t generation) {
       ++self->state.received;
-      return on_writer_delete(self);
+      return on_writer_delete(self, generation);
     },
     [self](barrier_atom) -> caf::result<ok_atom> {
       ++self->state.received;
@@ -386,6 +466,17 @@ struct persister_state {
   std::unordered_map<uint64_t, flush_run> flush_runs;
   parked_requests<caf::typed_response_promise<ok_atom>> idle_waits{
     "the session persister"};
+  parked_requests<caf::typed_response_promise<uint64_t>> registers{
+    "the session persister"};
+  parked_requests<caf::typed_response_promise<ok_atom>> deletes{
+    "the session persister"};
+  parked_requests<caf::typed_response_promise<session_handle_actor, uint64_t>>
+    resolves{"the session persister"};
+  parked_requests<caf::typed_response_promise<persister_stats>> stats_asks{
+    "the session persister"};
+  /// What waits for storage's generation of a session, by session.
+  std::unordered_map<std::string, std::vector<std::function<void(caf::error)>>>
+    generation_loads;
   persister_stats stats;
 };
 
@@ -442,6 +533,41 @@ const session_io_actor& io_for(persister_pointer self,
                                const std::string& session) {
   auto& io = self->state.io;
   return io[std::hash<std::string>{}(session) % io.size()];
+}
+
+/// Runs `next` once the registry knows what storage holds for `session`
+/// (at once when it does; else after one read through the session's I/O
+/// actor, shared by everything that waits meanwhile). Never blocks.
+void with_stored_generation(persister_pointer self, const std::string& session,
+                            std::function<void(caf::error)> next) {
+  auto& st = self->state;
+  if (st.registry.knows_stored(session)) {
+    next(caf::none);
+    return;
+  }
+  auto& waiting = st.generation_loads[session];
+  waiting.push_back(std::move(next));
+  if (waiting.size() > 1)
+    return;
+  auto done = [self, session](caf::error err) {
+    auto i = self->state.generation_loads.find(session);
+    if (i == self->state.generation_loads.end())
+      return;
+    auto waiting = std::move(i->second);
+    self->state.generation_loads.erase(i);
+    for (auto& next : waiting)
+      next(err);
+  };
+  self
+    ->request(io_for(self, session), caf::infinite,
+              stored_generation_atom::value, session)
+    .then(
+      [self, session, done](bool stored, uint64_t generation) {
+        self->state.registry.learn_stored(
+          session, stored ? std::optional<uint64_t>{generation} : std::nullopt);
+        done(caf::none);
+      },
+      [done](caf::error& err) { done(std::move(err)); });
 }
 
 /// The session's writer, spawned when it has none; counts one message sent.
@@ -502,8 +628,97 @@ on_delete(persister_pointer self, const std::string& session,
       return err;
     watch(self, *live);
   }
-  self->state.registry.delete_session(session, live);
-  return self->delegate(writer_for(self, session), delete_atom::value);
+  auto promise = self->make_response_promise<ok_atom>();
+  auto id = self->state.deletes.park(promise);
+  // The tombstone must lie above what storage holds: learn it first.
+  with_stored_generation(self, session, [=](caf::error err) {
+    auto& st = self->state;
+    if (err) {
+      st.deletes.answer(id, std::move(err));
+      return;
+    }
+    auto tombstone = st.registry.delete_session(session, live);
+    self
+      ->request(writer_for(self, session), caf::infinite, delete_atom::value,
+                tombstone)
+      .then([=](ok_atom) { self->state.deletes.answer(id, ok_atom::value); },
+            [=](caf::error& err) {
+              self->state.deletes.answer(id, std::move(err));
+            });
+  });
+  return promise;
+}
+
+caf::result<uint64_t> on_register(persister_pointer self,
+                                  const std::string& session,
+                                  const session_handle_actor& handle) {
+  if (auto err = check_handle(session, handle))
+    return err;
+  watch(self, handle);
+  auto promise = self->make_response_promise<uint64_t>();
+  auto id = self->state.registers.park(promise);
+  // After a restart, registers continue from the stored generation plus one.
+  with_stored_generation(self, session, [=](caf::error err) {
+    auto& st = self->state;
+    if (err)
+      st.registers.answer(id, std::move(err));
+    else
+      st.registers.answer(id, st.registry.register_handle(session, handle));
+  });
+  return promise;
+}
+
+/// Where a starting write is written from and the generation it carries.
+caf::result<session_handle_actor, uint64_t>
+on_resolve(persister_pointer self, const std::string& session,
+           const session_handle_actor& handle) {
+  auto promise = self->make_response_promise<session_handle_actor, uint64_t>();
+  auto id = self->state.resolves.park(promise);
+  with_stored_generation(self, session, [=](caf::error err) {
+    auto& st = self->state;
+    if (err) {
+      st.resolves.answer(id, std::move(err));
+      return;
+    }
+    auto source = st.registry.source_for(
+      session, handle, st.handles.watching(address_of(handle)));
+    if (!source) {
+      st.resolves.answer(id, std::move(source.error()));
+      return;
+    }
+    auto generation = st.registry.generation_of(session, *source);
+    st.resolves.answer(id, std::move(*source), generation);
+  });
+  return promise;
+}
+
+/// The persister's counters plus the groups and fsyncs of its I/O actors.
+caf::result<persister_stats> on_stats(persister_pointer self) {
+  auto& st = self->state;
+  auto result = std::make_shared<persister_stats>(st.stats);
+  result->active_writers = st.writers.size();
+  result->failed_sessions = st.registry.failed_count();
+  auto promise = self->make_response_promise<persister_stats>();
+  auto id = st.stats_asks.park(promise);
+  if (st.io.empty()) {
+    st.stats_asks.answer(id, *result);
+    return promise;
+  }
+  auto missing = std::make_shared<std::size_t>(st.io.size());
+  auto one_done = [self, id, result, missing] {
+    if (--*missing == 0)
+      self->state.stats_asks.answer(id, *result);
+  };
+  for (const auto& io : st.io)
+    self->request(io, caf::infinite, stats_atom::value)
+      .then(
+        [result, one_done](uint64_t groups, uint64_t fsyncs) {
+          result->groups += groups;
+          result->fsyncs += fsyncs;
+          one_done();
+        },
+        [one_done](caf::error&) { one_done(); });
+  return promise;
 }
 
 /// After the queued writes of `session`: retries its failed write once.
@@ -688,11 +903,8 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
   set_handlers(self);
   return {
     [self](register_atom, const std::string& session,
-           const session_handle_actor& handle) -> caf::result<uint64_t> {
-      if (auto err = check_handle(session, handle))
-        return err;
-      watch(self, handle);
-      return self->state.registry.register_handle(session, handle);
+           const session_handle_actor& handle) {
+      return on_register(self, session, handle);
     },
     [self](persist_atom, std::string& session, session_handle_actor& handle,
            std::vector<session_update>& updates,
@@ -736,21 +948,10 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
     [self](release_atom, session_lease lease) {
       return on_release(self, lease);
     },
-    [self](stats_atom) {
-      auto& st = self->state;
-      auto result = st.stats;
-      result.active_writers = st.writers.size();
-      result.failed_sessions = st.registry.failed_count();
-      return result;
-    },
+    [self](stats_atom) { return on_stats(self); },
     [self](resolve_atom, const std::string& session,
-           const session_handle_actor& handle)
-      -> caf::result<session_handle_actor> {
-      auto source = self->state.registry.source_for(
-        session, handle, self->state.handles.watching(address_of(handle)));
-      if (!source)
-        return std::move(source.error());
-      return std::move(*source);
+           const session_handle_actor& handle) {
+      return on_resolve(self, session, handle);
     },
     [self](written_atom, const std::string& session,
            const write_report& report) { on_written(self, session, report); },

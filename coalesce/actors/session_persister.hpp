@@ -53,6 +53,15 @@
 ///   one of `io_workers` detached I/O actors, always the same one for a
 ///   session. Writers never block. Every request parked when an actor stops
 ///   is answered with errc::service_stopped.
+/// - Store-side fencing: every write carries its handle's generation and
+///   storage refuses a lower one than it holds (errc::stale_generation); a
+///   delete leaves a tombstone above every generation in use. The persister
+///   learns a session's stored generation (through its I/O actor) before it
+///   first registers, resolves or deletes it: after a restart registers
+///   continue from the stored generation plus one.
+/// - Group commit: each I/O actor writes everything that reached it while
+///   it wrote the previous group as one WriteBatch with one fsync (see
+///   session_io_actor); `stats` counts groups and fsyncs.
 ///
 /// What a crash can lose: queued persists whose callers were not answered.
 /// An answered persist survives a process crash, and with durability
@@ -65,6 +74,7 @@ using written_atom = caf::atom_constant<caf::atom("written")>;
 using retire_atom = caf::atom_constant<caf::atom("retire")>;
 using barrier_atom = caf::atom_constant<caf::atom("barrier")>;
 using erase_atom = caf::atom_constant<caf::atom("erase")>;
+using stored_generation_atom = caf::atom_constant<caf::atom("storedgen")>;
 
 struct persister_options {
   /// Largest snapshot blob, in bytes (16 MiB).
@@ -85,13 +95,36 @@ struct persister_options {
 };
 
 /// A session I/O actor: blocking RocksDB calls, through guarded_write.
+///
+/// Group commit: a write is not written when it arrives but appended to
+/// the pending group; the first write of a group sends the actor `commit`,
+/// which lands behind every message that already arrived, so a group is
+/// everything that reached the actor while the previous group was written.
+/// A group is one WriteBatch and one fsync; each write in it is checked
+/// against its session's stored generation on its own (a stale one fails
+/// alone), and a failure of the batch fails every write it carried. An
+/// erase, a load or a generation read first commits the pending group, so
+/// they see every write that arrived before them.
+///
+/// Fencing holds because the persister sends every call of one session to
+/// the same I/O actor, and an actor handles one message at a time: the
+/// check of a session's stored generation and the write after it never
+/// race with another write of that session.
 using session_io_actor = caf::typed_actor<
   caf::replies_to<write_atom, storage::session_write>::with<ok_atom>,
-  caf::replies_to<erase_atom, std::string>::with<ok_atom>,
-  caf::replies_to<load_atom, std::string>::with<session_record>>;
+  caf::reacts_to<commit_atom>,
+  /// Erases the session, leaving a tombstone of the given generation.
+  caf::replies_to<erase_atom, std::string, uint64_t>::with<ok_atom>,
+  caf::replies_to<load_atom, std::string>::with<session_record>,
+  /// Whether anything is stored for the session, and its generation.
+  caf::replies_to<stored_generation_atom, std::string>::with<bool, uint64_t>,
+  /// Groups written and fsyncs issued so far.
+  caf::replies_to<stats_atom>::with<uint64_t, uint64_t>>;
+
+struct session_io_state;
 
 session_io_actor::behavior_type
-session_io_worker(session_io_actor::pointer self,
+session_io_worker(session_io_actor::stateful_pointer<session_io_state> self,
                   std::shared_ptr<storage::database> db);
 
 /// What a writer tells the persister after each job.
@@ -118,9 +151,10 @@ typename Inspector::result_type inspect(Inspector& f, write_report& x) {
 
 /// The persister: the client interface plus what its writers tell it.
 using session_persister_actor = session_persister_interface::extend<
-  /// A writer's question when a write starts: where to write from.
+  /// A writer's question when a write starts: where to write from, and
+  /// the generation the write carries.
   caf::replies_to<resolve_atom, std::string, session_handle_actor>::with<
-    session_handle_actor>,
+    session_handle_actor, uint64_t>,
   caf::reacts_to<written_atom, std::string, write_report>,
   /// A writer with nothing to do: may it go (after `received` messages)?
   caf::replies_to<retire_atom, std::string, uint64_t>::with<bool>,

@@ -41,6 +41,8 @@ struct session_job {
   session_rows rows;
   /// The lease of a lease job.
   uint64_t lease_id = 0;
+  /// The tombstone generation of an erase job.
+  uint64_t generation = 0;
 };
 
 class session_queue {

@@ -34,6 +34,36 @@ session_registry::lineage::newest_alive() const {
   return result;
 }
 
+uint64_t session_registry::lineage::current() const {
+  return std::max(next == 0 ? 0 : next - 1, floor);
+}
+
+bool session_registry::knows_stored(const std::string& session) const {
+  auto i = lineages_.find(session);
+  return i != lineages_.end() && i->second.stored_known;
+}
+
+void session_registry::learn_stored(const std::string& session,
+                                    std::optional<uint64_t> stored) {
+  auto& entry = lineages_[session];
+  entry.stored_known = true;
+  if (!stored)
+    return;
+  entry.floor = std::max(entry.floor, *stored);
+  entry.next = std::max(entry.next, *stored + 1);
+}
+
+uint64_t
+session_registry::generation_of(const std::string& session,
+                                const session_handle_actor& handle) const {
+  auto i = lineages_.find(session);
+  if (i == lineages_.end())
+    return 0;
+  if (const auto* self = i->second.find(address_of(handle)))
+    return self->generation;
+  return i->second.current();
+}
+
 uint64_t session_registry::register_handle(const std::string& session,
                                            const session_handle_actor& handle) {
   auto& entry = lineages_[session];
@@ -98,7 +128,7 @@ bool session_registry::is_deleted(const std::string& session,
               == static_cast<uint8_t>(errc::session_deleted);
 }
 
-void session_registry::delete_session(
+uint64_t session_registry::delete_session(
   const std::string& session,
   const std::optional<session_handle_actor>& live) {
   if (live) {
@@ -108,8 +138,14 @@ void session_registry::delete_session(
       dead.push_back(addr);
   }
   auto& entry = lineages_[session];
-  entry.deleted_below = entry.next;
+  // Above every generation in use (registered or current), so a write
+  // from before the delete is refused by the tombstone.
+  auto tombstone = entry.current() + 1;
+  entry.deleted_below = tombstone;
+  entry.next = tombstone;
+  entry.floor = tombstone;
   failed_.erase(session);
+  return tombstone;
 }
 
 void session_registry::handle_down(const caf::actor_addr& handle) {

@@ -18,6 +18,15 @@
 /// write failed with the handle to retry from. The persister feeds it the
 /// handles' deaths (CAF monitoring); a handle is known by its actor address.
 ///
+/// Generations and store-side fencing: every write carries the generation
+/// of the handle it is written from (`generation_of`), and storage refuses
+/// one lower than it holds. The registry learns what storage holds
+/// (`learn_stored`) before it registers, resolves or deletes anything of a
+/// session, so that after a restart registers continue from the stored
+/// generation plus one and an unregistered handle writes with the stored
+/// generation. A delete moves the session's floor above every generation
+/// in use and answers it: the tombstone storage keeps.
+///
 /// Invariants: generations of one session grow by one per `register`;
 /// `deleted_below` never decreases; a handle registered before a delete,
 /// or tombstoned by one, stays deleted forever (its address is never
@@ -44,10 +53,24 @@ public:
   bool is_deleted(const std::string& session,
                   const session_handle_actor& handle) const;
 
+  /// Whether storage's generation of `session` was learned.
+  bool knows_stored(const std::string& session) const;
+
+  /// Storage holds `stored` for `session` (none: nothing stored).
+  void learn_stored(const std::string& session, std::optional<uint64_t> stored);
+
+  /// The generation a write from `handle` carries: its own when registered,
+  /// else the session's current one (the newest registered, or the floor
+  /// of what storage holds or a delete set, whichever is higher).
+  uint64_t generation_of(const std::string& session,
+                         const session_handle_actor& handle) const;
+
   /// Retires every handle registered for `session` so far and `live` (when
-  /// given), and forgets the session's failed write.
-  void delete_session(const std::string& session,
-                      const std::optional<session_handle_actor>& live);
+  /// given), and forgets the session's failed write. Answers the
+  /// generation of the delete, above every generation in use: registers
+  /// afterwards start there.
+  uint64_t delete_session(const std::string& session,
+                          const std::optional<session_handle_actor>& live);
 
   /// `handle` died: it is never written from again.
   void handle_down(const caf::actor_addr& handle);
@@ -84,6 +107,11 @@ private:
     std::vector<member> members;
     uint64_t next = 0;
     uint64_t deleted_below = 0;
+    /// The lowest generation storage accepts, as far as known.
+    uint64_t floor = 0;
+    bool stored_known = false;
+
+    uint64_t current() const;
 
     const member* find(const caf::actor_addr& addr) const;
     /// The newest live member not of a deleted incarnation.

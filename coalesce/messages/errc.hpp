@@ -58,6 +58,9 @@ enum class errc : uint8_t {
   /// A session handle did not deliver a snapshot: it answered something
   /// else, failed, or did not answer in time; the write failed.
   snapshot_failed = 18,
+  /// Storage holds a newer generation of the session (or a delete's
+  /// tombstone of one) than the write carries: a stale writer never wins.
+  stale_generation = 19,
 };
 
 /// Each error's name (logs, tests) and the sentence it renders as; one row
@@ -93,6 +96,8 @@ inline constexpr errc_text errc_texts[] = {
   {errc::not_found, "not_found", "not found"},
   {errc::snapshot_failed, "snapshot_failed",
     "the session handle did not deliver a snapshot"},
+  {errc::stale_generation, "stale_generation",
+    "storage holds a newer generation of the session"},
 };
 
 constexpr bool errc_texts_in_order() {

@@ -77,6 +77,13 @@ struct persister_stats {
   uint64_t failed_sessions = 0;
   /// Snapshot requests sent to handles.
   uint64_t snapshot_requests = 0;
+  /// Group commits: batches the I/O actors wrote, each carrying the writes
+  /// of every session that reached the I/O stage while the previous one
+  /// was written.
+  uint64_t groups = 0;
+  /// Synced batches (one fsync each): groups and deletes written with
+  /// durability `synced`.
+  uint64_t fsyncs = 0;
 };
 
 /// Its fields with their names, in wire order (see named_fields.hpp).
@@ -87,7 +94,8 @@ auto with_named_fields(persister_stats& x, F&& f) {
            field("writes", x.writes), field("rows_written", x.rows_written),
            field("rows_removed", x.rows_removed),
            field("failed_sessions", x.failed_sessions),
-           field("snapshot_requests", x.snapshot_requests));
+           field("snapshot_requests", x.snapshot_requests),
+           field("groups", x.groups), field("fsyncs", x.fsyncs));
 }
 
 template <class Inspector>

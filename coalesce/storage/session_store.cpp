@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
@@ -17,6 +18,7 @@ namespace coalesce::storage {
 namespace {
 
 constexpr uint8_t blob_format = 1;
+constexpr uint8_t tombstone_format = 2;
 constexpr uint8_t update_format = 1;
 
 std::string update_key(const std::string& session, const std::string& id) {
@@ -41,14 +43,45 @@ std::string encode_blob(const session_write& write) {
   return out;
 }
 
-bool decode_blob(std::string_view value, std::string& blob) {
+std::string encode_tombstone(uint64_t generation) {
+  std::string out;
+  out.push_back(static_cast<char>(tombstone_format));
+  bytes::put_u64_be(out, generation);
+  return out;
+}
+
+/// A stored blob value or tombstone, decoded.
+struct stored_head {
+  bool tombstone = false;
+  uint64_t generation = 0;
+};
+
+bool decode_head(std::string_view value, stored_head& head) {
   bytes::reader in{value};
   uint8_t format = 0;
-  uint64_t generation = 0;
-  if (!in.u8(format) || format != blob_format || !in.u64_be(generation))
+  if (!in.u8(format) || (format != blob_format && format != tombstone_format)
+      || !in.u64_be(head.generation))
     return false;
-  blob.assign(value.substr(9));
-  return true;
+  head.tombstone = format == tombstone_format;
+  return !head.tombstone || in.at_end();
+}
+
+/// The stored head of `session`: none when nothing is stored.
+caf::expected<std::optional<stored_head>>
+read_head(database::impl& state, const std::string& session) {
+  std::string value;
+  auto status = state.db->Get(rocksdb::ReadOptions{},
+                              state.handle(family::sessions),
+                              session_key_prefix(session), &value);
+  if (status.IsNotFound())
+    return std::optional<stored_head>{};
+  if (!status.ok())
+    return to_error(status, "reading the session blob");
+  stored_head head;
+  if (!decode_head(value, head))
+    return make_error(errc::corrupt_record,
+                      "undecodable blob of session " + session);
+  return std::optional<stored_head>{head};
 }
 
 std::string encode_update(const session_update& update) {
@@ -105,37 +138,99 @@ std::string session_key_prefix(const std::string& session) {
 
 caf::error save_session(database& db, const session_write& write,
                         std::optional<durability> mode) {
-  if (auto err = check_write(write))
-    return err;
-  return with_open_database(db, [&](database::impl& state) -> caf::error {
+  auto result = save_session_group(db, {write}, mode);
+  if (result.refused.front())
+    return std::move(result.refused.front());
+  return std::move(result.failure);
+}
+
+namespace {
+
+caf::error stale(const session_write& write, uint64_t stored) {
+  return make_error(errc::stale_generation,
+                    "session " + write.session + ": the write has generation "
+                      + std::to_string(write.generation) + ", storage holds "
+                      + std::to_string(stored));
+}
+
+rocksdb::Status add_to_batch(database::impl& state, rocksdb::WriteBatch& batch,
+                             const session_write& write) {
+  auto updates = state.handle(family::session_updates);
+  auto status = batch.Put(state.handle(family::sessions),
+                          session_key_prefix(write.session),
+                          encode_blob(write));
+  for (const auto& update : write.updates)
+    if (status.ok())
+      status = batch.Put(updates, update_key(write.session, update.id),
+                         encode_update(update));
+  // After the puts: a row written and removed by one write ends removed.
+  for (const auto& id : write.removed)
+    if (status.ok())
+      status = batch.Delete(updates, update_key(write.session, id));
+  return status;
+}
+
+} // namespace
+
+session_group_result
+save_session_group(database& db, const std::vector<session_write>& writes,
+                   std::optional<durability> mode) {
+  session_group_result result;
+  result.refused.resize(writes.size());
+  result.failure = with_open_database(db, [&](database::impl& state)
+                                            -> caf::error {
     rocksdb::WriteBatch batch;
-    auto updates = state.handle(family::session_updates);
-    auto status = batch.Put(state.handle(family::sessions),
-                            session_key_prefix(write.session),
-                            encode_blob(write));
-    for (const auto& update : write.updates)
-      if (status.ok())
-        status = batch.Put(updates, update_key(write.session, update.id),
-                           encode_update(update));
-    // After the puts: a row written and removed by one write ends removed.
-    for (const auto& id : write.removed)
-      if (status.ok())
-        status = batch.Delete(updates, update_key(write.session, id));
-    if (!status.ok())
-      return to_error(status, "building the session batch");
+    // The generation each session holds once the batch lands: a second
+    // write of one session in the group is checked against the first.
+    std::unordered_map<std::string, uint64_t> in_group;
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      const auto& write = writes[i];
+      if (auto err = check_write(write)) {
+        result.refused[i] = std::move(err);
+        continue;
+      }
+      auto known = in_group.find(write.session);
+      std::optional<uint64_t> stored;
+      if (known != in_group.end()) {
+        stored = known->second;
+      } else {
+        auto head = read_head(state, write.session);
+        if (!head)
+          return std::move(head.error());
+        if (*head)
+          stored = (*head)->generation;
+      }
+      if (stored && write.generation < *stored) {
+        result.refused[i] = stale(write, *stored);
+        continue;
+      }
+      if (auto status = add_to_batch(state, batch, write); !status.ok())
+        return to_error(status, "building the session batch");
+      in_group[write.session] = write.generation;
+    }
+    if (batch.Count() == 0)
+      return caf::none;
+    result.written = true;
     return to_error(state.db->Write(state.write_options(mode), &batch),
                     "writing the session batch");
   });
+  return result;
 }
 
 caf::error erase_session(database& db, const std::string& session,
-                         std::optional<durability> mode) {
+                         uint64_t generation, std::optional<durability> mode) {
   if (auto what = invalid_session_id(session); !what.empty())
     return make_error(errc::invalid_request, std::move(what));
   return with_open_database(db, [&](database::impl& state) -> caf::error {
+    auto head = read_head(state, session);
+    if (!head)
+      return std::move(head.error());
+    if (*head)
+      generation = std::max(generation, (*head)->generation);
     auto prefix = session_key_prefix(session);
     rocksdb::WriteBatch batch;
-    auto status = batch.Delete(state.handle(family::sessions), prefix);
+    auto status = batch.Put(state.handle(family::sessions), prefix,
+                            encode_tombstone(generation));
     if (status.ok())
       status = batch.DeleteRange(state.handle(family::session_updates), prefix,
                                  prefix_end(prefix));
@@ -160,10 +255,14 @@ caf::expected<session_record> load_session(database& db,
       return make_error(errc::not_found, "no session " + session);
     if (!status.ok())
       return to_error(status, "reading the session blob");
-    session_record record;
-    if (!decode_blob(value, record.blob))
+    stored_head head;
+    if (!decode_head(value, head))
       return make_error(errc::corrupt_record,
                         "undecodable blob of session " + session);
+    if (head.tombstone)
+      return make_error(errc::not_found, "session " + session + " was deleted");
+    session_record record;
+    record.blob.assign(value, 9, std::string::npos);
     auto end = prefix_end(prefix);
     rocksdb::Slice upper{end};
     rocksdb::ReadOptions options;
@@ -187,6 +286,21 @@ caf::expected<session_record> load_session(database& db,
                 return std::tie(x.timestamp, x.id) < std::tie(y.timestamp, y.id);
               });
     return record;
+  });
+}
+
+caf::expected<std::optional<uint64_t>>
+stored_generation(database& db, const std::string& session) {
+  using result_type = caf::expected<std::optional<uint64_t>>;
+  if (auto what = invalid_session_id(session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  return with_open_database(db, [&](database::impl& state) -> result_type {
+    auto head = read_head(state, session);
+    if (!head)
+      return std::move(head.error());
+    if (!*head)
+      return std::optional<uint64_t>{};
+    return std::optional<uint64_t>{(*head)->generation};
   });
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <utility>
@@ -225,6 +226,14 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     return ask<persister_stats>(stats_atom::value);
   }
 
+  /// The generation storage holds for `session` (none: nothing).
+  std::optional<uint64_t> generation_in_storage(const std::string& session) {
+    auto stored = storage::stored_generation(*db, session);
+    CAF_REQUIRE(stored.engaged());
+    std::optional<uint64_t> result = *stored;
+    return result;
+  }
+
   /// What storage holds, read directly.
   caf::expected<session_record> stored(const std::string& session) {
     return storage::load_session(*db, session);
@@ -247,6 +256,26 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
 
   static bool answered(scoped_actor& who) {
     return !who->mailbox().empty();
+  }
+
+  /// Runs every actor but `held` until only it has work left: what reaches
+  /// it meanwhile waits in its mailbox, as behind a long write.
+  void run_all_but(const session_io_actor& held) {
+    auto* raw = actor_cast<abstract_actor*>(held);
+    sched.run_jobs_filtered([raw](resumable* job) {
+      return dynamic_cast<abstract_actor*>(job) != raw;
+    });
+  }
+
+  /// Registers a handle for each of `n` sessions s0, s1, ... (so their
+  /// stored generations are known) and answers the handles.
+  std::vector<session_handle_actor> sessions_with_handles(int n) {
+    std::vector<session_handle_actor> result;
+    for (int i = 0; i < n; ++i) {
+      result.push_back(spawn_handle("blob " + std::to_string(i)));
+      register_handle("s" + std::to_string(i), result.back());
+    }
+    return result;
   }
 };
 
@@ -695,6 +724,139 @@ CAF_TEST(requests parked when the persister stops are answered) {
                   code(errc::service_stopped));
   CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::service_stopped));
   state_of(h).held.clear();
+}
+
+// -- store-side fencing (issue 12) --------------------------------------------
+
+CAF_TEST(a forced stale write is refused in storage) {
+  start();
+  CAF_REQUIRE(!storage::save_session(*db, {"s", "gen 5", {row("u0")}, {}, 5}));
+  storage::session_write stale{"s", "stale", {row("u1")}, {"u0"}, 4};
+  self->request(service.io.front(), infinite, write_atom::value, stale);
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::stale_generation));
+  CAF_CHECK_EQUAL(stored_blob("s"), "gen 5");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+}
+
+CAF_TEST(a delete then a stale write is refused) {
+  start();
+  auto h = spawn_handle("before");
+  auto generation = register_handle("s", h);
+  persist("s", h, {row("u0")});
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"s"})
+            == ok_atom::value);
+  // A write from before the delete, reaching storage after it.
+  storage::session_write stale{"s", "before", {row("u1")}, {}, generation};
+  self->request(service.io.front(), infinite, write_atom::value, stale);
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::stale_generation));
+  CAF_CHECK(!stored("s"));
+  // The session re-created afterwards writes.
+  auto fresh = spawn_handle("fresh");
+  CAF_CHECK_GREATER(register_handle("s", fresh), generation);
+  persist("s", fresh, {row("u2")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "fresh");
+}
+
+CAF_TEST(a restart then a register then a write succeeds) {
+  // What the persister of an earlier run left: generation 5.
+  CAF_REQUIRE(!storage::save_session(*db, {"s", "old run", {row("u0")}, {}, 5}));
+  start();
+  auto h = spawn_handle("new run");
+  CAF_CHECK_EQUAL(register_handle("s", h), 6u);
+  persist("s", h, {row("u1")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "new run");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
+  CAF_CHECK(generation_in_storage("s") == std::optional<uint64_t>{6});
+  // A handle never registered writes with the stored generation, and a
+  // delete's tombstone lands above it.
+  CAF_REQUIRE(!storage::save_session(*db, {"t", "old run", {}, {}, 9}));
+  auto stray = spawn_handle("stray");
+  persist("t", stray, {row("u2")});
+  CAF_CHECK_EQUAL(stored_blob("t"), "stray");
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"t"})
+            == ok_atom::value);
+  CAF_CHECK(generation_in_storage("t") == std::optional<uint64_t>{10});
+}
+
+// -- group commit (issue 12) --------------------------------------------------
+
+CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one group) {
+  persister_options options;
+  options.io_workers = 1;
+  start(options);
+  constexpr int n = 12;
+  auto handles = sessions_with_handles(n);
+  auto before = stats();
+  auto syncs = faults->wal_syncs.load();
+  for (int i = 0; i < n; ++i)
+    send_persist(self, "s" + std::to_string(i), handles[i],
+                 {row("u" + std::to_string(i))});
+  run_all_but(service.io.front());
+  CAF_CHECK(!answered(self)); // every write waits at the I/O actor
+  sched.run();
+  for (int i = 0; i < n; ++i)
+    CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  auto after = stats();
+  CAF_CHECK_EQUAL(after.writes, n);
+  CAF_CHECK_EQUAL(after.groups - before.groups, 1u);
+  CAF_CHECK_EQUAL(after.fsyncs - before.fsyncs, 1u);
+  CAF_CHECK_EQUAL(faults->wal_syncs.load() - syncs, 1);
+  for (int i = 0; i < n; ++i)
+    CAF_CHECK_EQUAL(stored_blob("s" + std::to_string(i)),
+                    "blob " + std::to_string(i));
+}
+
+CAF_TEST(a failure of one group fails every session in it and each is retried) {
+  persister_options options;
+  options.io_workers = 1;
+  start(options);
+  constexpr int n = 8;
+  auto handles = sessions_with_handles(n);
+  for (int i = 0; i < n; ++i)
+    send_persist(self, "s" + std::to_string(i), handles[i],
+                 {row("u" + std::to_string(i))});
+  run_all_but(service.io.front());
+  faults->wal_append = true;
+  sched.run();
+  faults->clear();
+  for (int i = 0; i < n; ++i)
+    CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::storage_failed));
+  auto failed = stats();
+  CAF_CHECK_EQUAL(failed.failed_sessions, n);
+  CAF_CHECK_EQUAL(failed.groups, 1u);
+  for (int i = 0; i < n; ++i)
+    CAF_CHECK(unflushed("s" + std::to_string(i)));
+  CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{5s}), 0u);
+  for (int i = 0; i < n; ++i) {
+    CAF_CHECK(!unflushed("s" + std::to_string(i)));
+    CAF_CHECK_EQUAL(stored_rows("s" + std::to_string(i)),
+                    (ids{"u" + std::to_string(i)}));
+  }
+  CAF_CHECK_EQUAL(stats().failed_sessions, 0u);
+}
+
+CAF_TEST(a stale session in a group fails alone and the others commit) {
+  persister_options options;
+  options.io_workers = 1;
+  start(options);
+  CAF_REQUIRE(!storage::save_session(*db, {"old", "gen 5", {}, {}, 5}));
+  auto& io = service.io.front();
+  self->request(io, infinite, write_atom::value,
+                storage::session_write{"a", "blob a", {row("u0")}, {}, 0});
+  self->request(io, infinite, write_atom::value,
+                storage::session_write{"old", "stale", {}, {}, 4});
+  self->request(io, infinite, write_atom::value,
+                storage::session_write{"b", "blob b", {}, {}, 0});
+  sched.run();
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::stale_generation));
+  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stats().groups, 1u);
+  CAF_CHECK_EQUAL(stored_blob("a"), "blob a");
+  CAF_CHECK_EQUAL(stored_blob("b"), "blob b");
+  CAF_CHECK_EQUAL(stored_blob("old"), "gen 5");
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -141,4 +141,24 @@ CAF_TEST(failed sessions keep their retry source until written or deleted) {
   CAF_CHECK(!registry.retry_source("s")); // no live handle left
 }
 
+CAF_TEST(generations continue from the stored one and a delete moves above every one in use) {
+  auto stray = handle();
+  registry.learn_stored("s", 5);
+  CAF_CHECK(registry.knows_stored("s"));
+  CAF_CHECK(!registry.knows_stored("t"));
+  CAF_CHECK_EQUAL(registry.generation_of("s", stray), 5u); // unregistered
+  auto a = handle();
+  CAF_CHECK_EQUAL(registry.register_handle("s", a), 6u);
+  CAF_CHECK_EQUAL(registry.generation_of("s", a), 6u);
+  CAF_CHECK_EQUAL(registry.generation_of("s", stray), 6u);
+  CAF_CHECK_EQUAL(registry.delete_session("s", std::nullopt), 7u);
+  CAF_CHECK_EQUAL(registry.generation_of("s", stray), 7u);
+  auto fresh = handle();
+  CAF_CHECK_EQUAL(registry.register_handle("s", fresh), 7u);
+  // Nothing stored: registers start at 0; a delete still moves above it.
+  registry.learn_stored("t", std::nullopt);
+  CAF_CHECK_EQUAL(registry.generation_of("t", stray), 0u);
+  CAF_CHECK_EQUAL(registry.delete_session("t", std::nullopt), 1u);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

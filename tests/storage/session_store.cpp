@@ -4,6 +4,7 @@
 #include "coalesce/storage/session_store.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ struct store_fixture {
   void save(session_write write) {
     auto err = save_session(*db, write);
     CAF_REQUIRE(!err);
+  }
+
+  /// The generation storage holds for `session` (none: nothing).
+  std::optional<uint64_t> generation_in_storage(const std::string& session) {
+    auto stored = storage::stored_generation(*db, session);
+    CAF_REQUIRE(stored.engaged());
+    std::optional<uint64_t> result = *stored;
+    return result;
   }
 
   session_record load(const std::string& session) {
@@ -160,6 +169,65 @@ CAF_TEST(invalid session ids and rows are refused and nothing is written) {
   CAF_CHECK(!load_session(*db, "s1"));
   save({std::string(255, 'x'), "longest", {}, {}});
   CAF_CHECK_EQUAL(load(std::string(255, 'x')).blob, "longest");
+}
+
+// -- store-side fencing ------------------------------------------------------
+
+CAF_TEST(a forced stale write is refused in storage) {
+  save({"s1", "gen 3", {row("u1", 1)}, {}, 3});
+  auto err = save_session(*db, {"s1", "stale", {row("u2", 2)}, {"u1"}, 2});
+  CAF_CHECK_EQUAL(code_of(err), static_cast<uint8_t>(errc::stale_generation));
+  auto record = load("s1");
+  CAF_CHECK_EQUAL(record.blob, "gen 3");
+  CAF_CHECK_EQUAL(ids_of(record), (ids{"u1"}));
+  // An equal generation passes (a retry), a higher one too.
+  save({"s1", "gen 3 again", {}, {}, 3});
+  save({"s1", "gen 4", {}, {}, 4});
+  CAF_CHECK_EQUAL(load("s1").blob, "gen 4");
+  CAF_CHECK(generation_in_storage("s1") == std::optional<uint64_t>{4});
+}
+
+CAF_TEST(a delete then a stale write is refused) {
+  save({"s1", "before", {row("u1", 1)}, {}, 1});
+  CAF_REQUIRE(!erase_session(*db, "s1", 2));
+  auto err = save_session(*db, {"s1", "from before the delete", {}, {}, 1});
+  CAF_CHECK_EQUAL(code_of(err), static_cast<uint8_t>(errc::stale_generation));
+  CAF_CHECK_EQUAL(code_of(load_session(*db, "s1").error()),
+                  static_cast<uint8_t>(errc::not_found));
+  CAF_CHECK(generation_in_storage("s1") == std::optional<uint64_t>{2});
+  // A tombstone never lowers the stored generation.
+  save({"s2", "b", {}, {}, 7});
+  CAF_REQUIRE(!erase_session(*db, "s2", 3));
+  CAF_CHECK(generation_in_storage("s2") == std::optional<uint64_t>{7});
+  // The session re-created after the delete writes.
+  save({"s1", "after", {row("u2", 2)}, {}, 2});
+  CAF_CHECK_EQUAL(load("s1").blob, "after");
+  CAF_CHECK_EQUAL(ids_of(load("s1")), (ids{"u2"}));
+  CAF_CHECK(generation_in_storage("never") == std::optional<uint64_t>{});
+}
+
+CAF_TEST(a group refuses a stale session alone and commits the others in one batch) {
+  save({"old", "gen 5", {}, {}, 5});
+  auto syncs = faults->wal_syncs.load();
+  auto result = save_session_group(*db, {{"a", "blob a", {row("u1", 1)}, {}, 0},
+                                         {"old", "stale", {}, {}, 4},
+                                         {"b", "blob b", {}, {}, 0},
+                                         {"a", "second write of a", {}, {}, 0},
+                                         {"", "invalid", {}, {}, 0}});
+  CAF_REQUIRE(!result.failure);
+  CAF_CHECK(result.written);
+  CAF_REQUIRE_EQUAL(result.refused.size(), 5u);
+  CAF_CHECK(!result.refused[0]);
+  CAF_CHECK_EQUAL(code_of(result.refused[1]),
+                  static_cast<uint8_t>(errc::stale_generation));
+  CAF_CHECK(!result.refused[2]);
+  CAF_CHECK(!result.refused[3]); // equal generation within the group passes
+  CAF_CHECK_EQUAL(code_of(result.refused[4]),
+                  static_cast<uint8_t>(errc::invalid_request));
+  CAF_CHECK_EQUAL(faults->wal_syncs.load() - syncs, 1);
+  CAF_CHECK_EQUAL(load("a").blob, "second write of a");
+  CAF_CHECK_EQUAL(load("b").blob, "blob b");
+  CAF_CHECK_EQUAL(load("old").blob, "gen 5");
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

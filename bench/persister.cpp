@@ -1,0 +1,299 @@
+// scripts/bench persister: durable throughput of the session persister beside
+// the naive design, in one run on fresh databases with durability `synced`:
+// 1,000 sessions with 4 KiB blobs, each request one new 300-byte update row.
+// - fsync rate: one synced write of a tiny session after the other, the
+//   disk's figure of this minute;
+// - naive: one synced WriteBatch per request, in request order (a closed
+//   loop of C clients on one serial writer always has a request waiting, so
+//   one thread writing back to back is that loop), time-boxed;
+// - coalesce: C client actors in a closed loop, each persisting a random
+//   session through the persister and waiting for its answer, time-boxed.
+// The fsync rate of a shared disk swings within minutes: only the ratio of
+// one run means anything. The last line is one JSON object.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "coalesce/actors/session_persister.hpp"
+#include "coalesce/messages/registration.hpp"
+#include "coalesce/storage/database.hpp"
+#include "coalesce/storage/session_store.hpp"
+
+using namespace coalesce;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct bench_config : caf::actor_system_config {
+  std::size_t clients = 256;
+  std::size_t sessions = 1000;
+  double seconds = 5.0;
+  std::size_t io_workers = 2;
+  std::string dir = "/tmp";
+
+  bench_config() {
+    register_message_types(*this);
+    opt_group{custom_options_, "bench"}
+      .add(clients, "clients", "concurrent clients in the closed loop (C)")
+      .add(seconds, "seconds", "time box of each measurement")
+      .add(sessions, "sessions", "sessions the clients pick from")
+      .add(io_workers, "io-workers", "the persister's I/O actors")
+      .add(dir, "dir", "where the fresh databases are made");
+  }
+};
+
+constexpr std::size_t blob_size = 4096;
+constexpr std::size_t payload_size = 300;
+
+/// A fresh database directory, removed afterwards.
+class fresh_db {
+public:
+  explicit fresh_db(const std::string& base) {
+    std::string pattern = base + "/coalesce-bench-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::perror("mkdtemp");
+      std::exit(EXIT_FAILURE);
+    }
+    path_ = pattern;
+    auto opened = storage::database::open({path_ + "/db",
+                                           storage::durability::synced});
+    if (!opened) {
+      std::cerr << "cannot open " << path_ << ": " << to_string(opened.error())
+                << '\n';
+      std::exit(EXIT_FAILURE);
+    }
+    db = std::move(*opened);
+  }
+
+  ~fresh_db() {
+    static_cast<void>(db->close());
+    db.reset();
+    std::string cmd = "rm -rf '" + path_ + "'";
+    static_cast<void>(std::system(cmd.c_str()));
+  }
+
+  std::shared_ptr<storage::database> db;
+
+private:
+  std::string path_;
+};
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+void check(const caf::error& err, const char* what) {
+  if (err) {
+    std::cerr << what << " failed: " << to_string(err) << '\n';
+    std::exit(EXIT_FAILURE);
+  }
+}
+
+std::string session_name(std::size_t i) {
+  return "session-" + std::to_string(i);
+}
+
+session_update new_row(uint64_t n) {
+  return session_update{"u" + std::to_string(n),
+                        static_cast<int64_t>(n), "note",
+                        std::string(payload_size, 'p')};
+}
+
+double measure_fsync_rate(const bench_config& cfg) {
+  fresh_db fresh{cfg.dir};
+  auto start = clock_type::now();
+  std::size_t writes = 0;
+  while (seconds_since(start) < std::min(cfg.seconds, 2.0)) {
+    check(storage::save_session(*fresh.db, {"tiny", "x", {}, {}}), "fsync");
+    ++writes;
+  }
+  return writes / seconds_since(start);
+}
+
+double measure_naive(const bench_config& cfg) {
+  fresh_db fresh{cfg.dir};
+  std::mt19937_64 rng{7};
+  std::string blob(blob_size, 'b');
+  auto start = clock_type::now();
+  uint64_t requests = 0;
+  while (seconds_since(start) < cfg.seconds) {
+    auto session = session_name(rng() % cfg.sessions);
+    check(storage::save_session(*fresh.db,
+                                {session, blob, {new_row(requests)}, {}}),
+          "naive");
+    ++requests;
+  }
+  return requests / seconds_since(start);
+}
+
+/// A live session: answers every snapshot with its 4 KiB blob.
+session_handle_actor::behavior_type session_handle(std::string blob) {
+  return {[blob](snapshot_atom) { return blob; }};
+}
+
+/// One closed-loop client: persists a random session, waits, repeats until
+/// the deadline; its latencies (ms) are read once it terminated.
+struct client_result {
+  std::vector<double> latencies_ms;
+  uint64_t failures = 0;
+};
+
+caf::behavior client(caf::event_based_actor* self,
+                     session_persister_actor persister,
+                     std::shared_ptr<std::vector<session_handle_actor>> handles,
+                     clock_type::time_point deadline, uint64_t seed,
+                     std::shared_ptr<client_result> result) {
+  auto rng = std::make_shared<std::mt19937_64>(seed);
+  auto next = std::make_shared<std::function<void()>>();
+  *next = [=] {
+    if (clock_type::now() >= deadline) {
+      *next = nullptr; // the callback holds itself: release it
+      self->quit();
+      return;
+    }
+    auto i = (*rng)() % handles->size();
+    auto sent = clock_type::now();
+    auto row = new_row(seed * 1'000'000'000 + result->latencies_ms.size()
+                       + result->failures);
+    self
+      ->request(persister, caf::infinite, persist_atom::value,
+                session_name(i), (*handles)[i],
+                std::vector<session_update>{std::move(row)},
+                std::vector<std::string>{})
+      .then(
+        [=](ok_atom) {
+          result->latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(clock_type::now() - sent)
+              .count());
+          (*next)();
+        },
+        [=](caf::error& err) {
+          if (result->failures++ == 0)
+            std::cerr << "persist failed: " << to_string(err) << '\n';
+          (*next)();
+        });
+  };
+  (*next)();
+  return {[](caf::unit_t) {}};
+}
+
+struct coalesce_result {
+  uint64_t requests = 0;
+  double persists_per_s = 0;
+  double p99_ms = 0;
+  persister_stats stats;
+};
+
+double percentile(std::vector<double> xs, double p) {
+  if (xs.empty())
+    return 0;
+  std::sort(xs.begin(), xs.end());
+  return xs[static_cast<std::size_t>(p * (xs.size() - 1))];
+}
+
+coalesce_result measure_coalesce(caf::actor_system& sys,
+                                 const bench_config& cfg) {
+  fresh_db fresh{cfg.dir};
+  persister_options options;
+  options.io_workers = cfg.io_workers;
+  auto service = spawn_persister_service(sys, fresh.db, options);
+  auto handles = std::make_shared<std::vector<session_handle_actor>>();
+  for (std::size_t i = 0; i < cfg.sessions; ++i)
+    handles->push_back(sys.spawn(session_handle, std::string(blob_size, 'b')));
+  std::vector<std::shared_ptr<client_result>> results;
+  std::vector<caf::actor> clients;
+  auto start = clock_type::now();
+  auto deadline = start
+                  + std::chrono::duration_cast<clock_type::duration>(
+                    std::chrono::duration<double>(cfg.seconds));
+  for (std::size_t i = 0; i < cfg.clients; ++i) {
+    results.push_back(std::make_shared<client_result>());
+    clients.push_back(sys.spawn(client, service.persister, handles, deadline,
+                                i + 1, results.back()));
+  }
+  caf::scoped_actor self{sys};
+  self->wait_for(clients);
+  auto elapsed = seconds_since(start);
+  coalesce_result result;
+  std::vector<double> latencies;
+  uint64_t failures = 0;
+  for (auto& x : results) {
+    latencies.insert(latencies.end(), x->latencies_ms.begin(),
+                     x->latencies_ms.end());
+    failures += x->failures;
+  }
+  if (failures > 0)
+    std::cerr << failures << " persists failed\n";
+  result.requests = latencies.size();
+  result.persists_per_s = latencies.size() / elapsed;
+  result.p99_ms = percentile(latencies, 0.99);
+  self->request(service.persister, std::chrono::minutes{1}, stats_atom::value)
+    .receive([&](persister_stats& st) { result.stats = st; },
+             [](caf::error& err) { check(err, "stats"); });
+  for (auto& handle : *handles)
+    self->send_exit(handle, caf::exit_reason::user_shutdown);
+  self->send_exit(service.persister, caf::exit_reason::user_shutdown);
+  self->wait_for(service.persister);
+  for (auto& io : service.io)
+    self->send_exit(io, caf::exit_reason::user_shutdown);
+  for (auto& io : service.io)
+    self->wait_for(io);
+  return result;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bench_config cfg;
+  if (auto err = cfg.parse(argc, argv)) {
+    std::cerr << "invalid options: " << to_string(err) << '\n';
+    return EXIT_FAILURE;
+  }
+  if (cfg.cli_helptext_printed)
+    return EXIT_SUCCESS;
+  if (cfg.clients == 0 || cfg.sessions == 0 || cfg.io_workers == 0) {
+    std::cerr << "bench.clients, bench.sessions and bench.io-workers must be "
+                 "positive\n";
+    return EXIT_FAILURE;
+  }
+  caf::actor_system sys{cfg};
+  auto fsyncs_per_s = measure_fsync_rate(cfg);
+  std::printf("disk: %.0f fsyncs/s\n", fsyncs_per_s);
+  auto naive = measure_naive(cfg);
+  std::printf("naive: %.0f persists/s (one synced WriteBatch per request)\n",
+              naive);
+  auto ours = measure_coalesce(sys, cfg);
+  std::printf("coalesce: %.0f persists/s, %llu writes in %llu groups, %llu "
+              "fsyncs, p99 %.2f ms\n",
+              ours.persists_per_s,
+              static_cast<unsigned long long>(ours.stats.writes),
+              static_cast<unsigned long long>(ours.stats.groups),
+              static_cast<unsigned long long>(ours.stats.fsyncs), ours.p99_ms);
+  auto round2 = [](double x) { return std::round(x * 100) / 100; };
+  nlohmann::ordered_json result{
+    {"bench", "persister"},
+    {"sessions", cfg.sessions},
+    {"requests", ours.requests},
+    {"fsyncs_per_s", std::round(fsyncs_per_s)},
+    {"naive_persists_per_s", std::round(naive)},
+    {"persists_per_s", std::round(ours.persists_per_s)},
+    {"vs_naive", round2(ours.persists_per_s / naive)},
+    {"writes", ours.stats.writes},
+    {"groups", ours.stats.groups},
+    {"fsyncs", ours.stats.fsyncs},
+    {"p99_persist_ms", round2(ours.p99_ms)},
+  };
+  std::cout << result.dump() << std::endl;
+  return EXIT_SUCCESS;
+}
