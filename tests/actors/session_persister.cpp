@@ -152,36 +152,19 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     anon_send(actor_cast<test_handle_actor>(handle), ok_atom::value);
   }
 
-  template <class T>
-  T receive_from(scoped_actor& who) {
-    auto msg = next_message(who);
-    if (msg.match_elements<error>())
-      CAF_FAIL("unexpected error: " << sys.render(msg.get_as<error>(0)));
-    if (!msg.match_elements<T>())
-      CAF_FAIL("unexpected reply: " << to_string(msg));
-    return msg.get_as<T>(0);
-  }
-
-  error receive_error(scoped_actor& who) {
-    auto msg = next_message(who);
-    if (!msg.match_elements<error>())
-      CAF_FAIL("expected an error, got " << to_string(msg));
-    return msg.get_as<error>(0);
-  }
-
   /// Sends a request from `self`, runs every actor, returns the reply.
   template <class T, class... Ts>
   T ask(Ts... xs) {
     self->request(persister, infinite, std::move(xs)...);
     sched.run();
-    return receive_from<T>(self);
+    return next_reply<T>(sys, self);
   }
 
   template <class... Ts>
   error ask_error(Ts... xs) {
     self->request(persister, infinite, std::move(xs)...);
     sched.run();
-    return receive_error(self);
+    return next_error(self);
   }
 
   uint64_t register_handle(const std::string& session,
@@ -309,8 +292,8 @@ CAF_TEST(queued persists coalesce into one write that lands the newest state) {
   CAF_CHECK_EQUAL(state_of(h).held.size(), 1u); // no second write started
   release_held(h);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(first) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, first) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   auto after = stats();
   CAF_CHECK_EQUAL(after.writes, 2u);
   CAF_CHECK_EQUAL(after.snapshot_requests, 2u);
@@ -328,7 +311,7 @@ CAF_TEST(queued persists coalesce into one write that lands the newest state) {
   CAF_CHECK_EQUAL(stats().active_writers, 1u);
   release_held(h);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(first) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, first) == ok_atom::value);
   CAF_CHECK_EQUAL(stats().active_writers, 0u);
   CAF_CHECK_EQUAL(stored_rows("s").size(), K + 2u);
 }
@@ -348,8 +331,8 @@ CAF_TEST(a removal cancels a queued row and is passed on to storage) {
   sched.run();
   release_held(h);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(first) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, first) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
   auto counters = stats();
   CAF_CHECK_EQUAL(counters.rows_written, 2u); // old and u0, never doomed
@@ -371,12 +354,12 @@ CAF_TEST(a delete drops queued persists waits for the running write and refuses 
   send_persist(queued, "s", h, {row("u1")});
   deleting->request(persister, infinite, delete_atom::value, std::string{"s"});
   sched.run();
-  CAF_CHECK_EQUAL(code_of(receive_error(queued)), code(errc::session_deleted));
+  CAF_CHECK_EQUAL(code_of(next_error(queued)), code(errc::session_deleted));
   CAF_CHECK(!answered(deleting)); // waits for the running write
   release_held(h);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(running) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(deleting) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, running) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, deleting) == ok_atom::value);
   CAF_CHECK(!stored("s"));
   CAF_CHECK(ask<bool>(is_deleted_atom::value, std::string{"s"}, h));
   CAF_CHECK_EQUAL(code_of(persist_error("s", h, {row("u2")})),
@@ -420,9 +403,9 @@ CAF_TEST(a persist of a session re-created during its delete is written after th
   CAF_CHECK(!answered(deleting));
   release_held(old);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(running) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(deleting) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value); // not deleted
+  CAF_CHECK(next_reply<ok_atom>(sys, running) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, deleting) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value); // not deleted
   CAF_CHECK_EQUAL(stored_blob("s"), "recreated");
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1"}));
 }
@@ -517,7 +500,7 @@ CAF_TEST(flush all answers the sessions not written when its limit passes) {
   CAF_CHECK(!answered(self));
   advance_time(2s);
   sched.run();
-  CAF_CHECK_EQUAL(receive_from<uint64_t>(self), 1u);
+  CAF_CHECK_EQUAL(next_reply<uint64_t>(sys, self), 1u);
   release_held(h);
   sched.run();
   CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{1s}), 0u);
@@ -539,7 +522,7 @@ CAF_TEST(wait idle answers once the queued writes are done and at once when noth
   CAF_CHECK(!answered(self));
   release_held(h);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
   // A failed last write is retried once.
   faults->wal_append = true;
@@ -566,14 +549,14 @@ CAF_TEST(exclusive answers a lease after the queued persists and holds later wri
   CAF_CHECK(!answered(holder));
   release_held(h);
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(writer) == ok_atom::value);
-  auto lease = receive_from<session_lease>(holder);
+  CAF_CHECK(next_reply<ok_atom>(sys, writer) == ok_atom::value);
+  auto lease = next_reply<session_lease>(sys, holder);
   send_persist(writer, "s", h, {row("u1")});
   sched.run();
   CAF_CHECK(!answered(writer));
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
   CAF_CHECK(ask<ok_atom>(release_atom::value, lease) == ok_atom::value);
-  CAF_CHECK(receive_from<ok_atom>(writer) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, writer) == ok_atom::value);
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
   CAF_CHECK_EQUAL(code_of(ask_error(release_atom::value, lease)),
                   code(errc::not_found));
@@ -587,13 +570,13 @@ CAF_TEST(the death of a lease holder releases its lease) {
     holder->request(persister, infinite, exclusive_atom::value,
                     std::string{"s"});
     sched.run();
-    receive_from<session_lease>(holder);
+    next_reply<session_lease>(sys, holder);
     send_persist(self, "s", h, {row("u0")});
     sched.run();
     CAF_CHECK(!answered(self));
   }
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
 
@@ -672,7 +655,7 @@ CAF_TEST(a handle that does not answer within the snapshot timeout fails the wri
   CAF_CHECK(!answered(self));
   advance_time(3s);
   sched.run();
-  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::snapshot_failed));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::snapshot_failed));
   CAF_CHECK(unflushed("s"));
   CAF_CHECK_EQUAL(stats().failed_sessions, 1u);
   CAF_CHECK(!stored("s"));
@@ -720,9 +703,9 @@ CAF_TEST(requests parked when the persister stops are answered) {
   sched.run();
   anon_send_exit(persister, exit_reason::user_shutdown);
   sched.run();
-  CAF_CHECK_EQUAL(code_of(receive_error(waiting)),
+  CAF_CHECK_EQUAL(code_of(next_error(waiting)),
                   code(errc::service_stopped));
-  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::service_stopped));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::service_stopped));
   state_of(h).held.clear();
 }
 
@@ -734,7 +717,7 @@ CAF_TEST(a forced stale write is refused in storage) {
   storage::session_write stale{"s", "stale", {row("u1")}, {"u0"}, 4};
   self->request(service.io.front(), infinite, write_atom::value, stale);
   sched.run();
-  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::stale_generation));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stale_generation));
   CAF_CHECK_EQUAL(stored_blob("s"), "gen 5");
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
@@ -750,7 +733,7 @@ CAF_TEST(a delete then a stale write is refused) {
   storage::session_write stale{"s", "before", {row("u1")}, {}, generation};
   self->request(service.io.front(), infinite, write_atom::value, stale);
   sched.run();
-  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::stale_generation));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stale_generation));
   CAF_CHECK(!stored("s"));
   // The session re-created afterwards writes.
   auto fresh = spawn_handle("fresh");
@@ -797,7 +780,7 @@ CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one gr
   CAF_CHECK(!answered(self)); // every write waits at the I/O actor
   sched.run();
   for (int i = 0; i < n; ++i)
-    CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+    CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   auto after = stats();
   CAF_CHECK_EQUAL(after.writes, n);
   CAF_CHECK_EQUAL(after.groups - before.groups, 1u);
@@ -822,7 +805,7 @@ CAF_TEST(a failure of one group fails every session in it and each is retried) {
   sched.run();
   faults->clear();
   for (int i = 0; i < n; ++i)
-    CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::storage_failed));
+    CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
   auto failed = stats();
   CAF_CHECK_EQUAL(failed.failed_sessions, n);
   CAF_CHECK_EQUAL(failed.groups, 1u);
@@ -850,9 +833,9 @@ CAF_TEST(a stale session in a group fails alone and the others commit) {
   self->request(io, infinite, write_atom::value,
                 storage::session_write{"b", "blob b", {}, {}, 0});
   sched.run();
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
-  CAF_CHECK_EQUAL(code_of(receive_error(self)), code(errc::stale_generation));
-  CAF_CHECK(receive_from<ok_atom>(self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stale_generation));
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK_EQUAL(stats().groups, 1u);
   CAF_CHECK_EQUAL(stored_blob("a"), "blob a");
   CAF_CHECK_EQUAL(stored_blob("b"), "blob b");
