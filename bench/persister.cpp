@@ -30,7 +30,10 @@
 #include "coalesce/storage/database.hpp"
 #include "coalesce/storage/session_store.hpp"
 
+#include "fresh_db.hpp"
+
 using namespace coalesce;
+using coalesce::bench::fresh_db;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -55,39 +58,6 @@ struct bench_config : caf::actor_system_config {
 
 constexpr std::size_t blob_size = 4096;
 constexpr std::size_t payload_size = 300;
-
-/// A fresh database directory, removed afterwards.
-class fresh_db {
-public:
-  explicit fresh_db(const std::string& base) {
-    std::string pattern = base + "/coalesce-bench-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) {
-      std::perror("mkdtemp");
-      std::exit(EXIT_FAILURE);
-    }
-    path_ = pattern;
-    auto opened = storage::database::open({path_ + "/db",
-                                           storage::durability::synced});
-    if (!opened) {
-      std::cerr << "cannot open " << path_ << ": " << to_string(opened.error())
-                << '\n';
-      std::exit(EXIT_FAILURE);
-    }
-    db = std::move(*opened);
-  }
-
-  ~fresh_db() {
-    static_cast<void>(db->close());
-    db.reset();
-    std::string cmd = "rm -rf '" + path_ + "'";
-    static_cast<void>(std::system(cmd.c_str()));
-  }
-
-  std::shared_ptr<storage::database> db;
-
-private:
-  std::string path_;
-};
 
 double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();

@@ -34,7 +34,10 @@
 #include "coalesce/storage/secret_merge.hpp"
 #include "coalesce/storage/secret_store.hpp"
 
+#include "fresh_db.hpp"
+
 using namespace coalesce;
+using coalesce::bench::fresh_db;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -67,39 +70,6 @@ struct bench_config : caf::actor_system_config {
       .add(latency_rate, "latency-rate", "queue requests per second")
       .add(dir, "dir", "where the fresh databases are made");
   }
-};
-
-/// A fresh database directory, removed afterwards.
-class fresh_db {
-public:
-  explicit fresh_db(const std::string& base) {
-    std::string pattern = base + "/coalesce-bench-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) {
-      std::perror("mkdtemp");
-      std::exit(EXIT_FAILURE);
-    }
-    path_ = pattern;
-    auto opened = storage::database::open({path_ + "/db",
-                                           storage::durability::synced});
-    if (!opened) {
-      std::cerr << "cannot open " << path_ << ": " << to_string(opened.error())
-                << '\n';
-      std::exit(EXIT_FAILURE);
-    }
-    db = std::move(*opened);
-  }
-
-  ~fresh_db() {
-    static_cast<void>(db->close());
-    db.reset();
-    std::string cmd = "rm -rf '" + path_ + "'";
-    static_cast<void>(std::system(cmd.c_str()));
-  }
-
-  std::shared_ptr<storage::database> db;
-
-private:
-  std::string path_;
 };
 
 secret_entry make_entry(std::size_t i) {
