@@ -10,10 +10,7 @@
 #include <caf/timespan.hpp>
 
 #include "coalesce/client/connect.hpp"
-#include "coalesce/messages/backfill_interface.hpp"
 #include "coalesce/messages/node_interface.hpp"
-#include "coalesce/messages/secret_buffer_interface.hpp"
-#include "coalesce/messages/timeline_interface.hpp"
 #include "coalesce/node/settings.hpp"
 
 /// coalesce's public entry points for an application: start the services
@@ -22,9 +19,10 @@
 /// code is identical for in-process and remote use.
 ///
 /// Every request to a handle is a CAF request with a timeout of the
-/// caller's choosing; the contracts are those of the services
-/// (coalesce/actors/secret_buffer.hpp, coalesce/actors/backfill_scheduler.hpp,
-/// coalesce/storage/timeline.hpp).
+/// caller's choosing; the contracts are those of the services, each named
+/// by its interface header in coalesce/messages/ (the secret buffer's in
+/// coalesce/actors/secret_buffer.hpp, the persister's in
+/// coalesce/actors/session_persister.hpp, ...).
 namespace coalesce {
 
 // service_handles: coalesce/messages/node_interface.hpp.
@@ -55,8 +53,9 @@ public:
   }
 
   /// Stops the services within `deadline`: each winds down in the reverse
-  /// of the start order (the scheduler cancels every run and its callers
-  /// are answered, then the secret buffer seals and flushes), then every
+  /// of the start order (the persister writes every queued session and
+  /// retries the failed ones, the scheduler cancels every run and its
+  /// callers are answered, the secret buffer seals and flushes), then every
   /// actor stops and the database closes. Returns whether everything
   /// queued was written; what was not is logged. Later calls return the
   /// first call's answer.
