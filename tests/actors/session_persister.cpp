@@ -132,6 +132,23 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     sched.run();
   }
 
+  /// Stops the persister and its I/O actors, closes the database, opens it
+  /// again from its directory and starts a new persister: a node restart.
+  void restart(persister_options options = {}) {
+    anon_send_exit(persister, exit_reason::user_shutdown);
+    for (auto& io : service.io)
+      anon_send_exit(io, exit_reason::user_shutdown);
+    sched.run();
+    CAF_REQUIRE(!db->close());
+    db.reset();
+    auto opened = storage::database::open(
+      {dir.sub("db"), storage::durability::synced,
+       storage::make_fault_injecting_file_system(faults)});
+    CAF_REQUIRE(opened.engaged());
+    db = std::move(*opened);
+    start(options);
+  }
+
   session_handle_actor spawn_handle(std::string blob) {
     auto result = sys.spawn(test_handle, std::move(blob));
     sched.run();
@@ -743,15 +760,25 @@ CAF_TEST(a delete then a stale write is refused) {
 }
 
 CAF_TEST(a restart then a register then a write succeeds) {
-  // What the persister of an earlier run left: generation 5.
-  CAF_REQUIRE(!storage::save_session(*db, {"s", "old run", {row("u0")}, {}, 5}));
+  // The first run: three loads of the session, the last one written.
   start();
+  session_handle_actor last;
+  for (auto blob : {"first", "second", "old run"}) {
+    last = spawn_handle(blob);
+    register_handle("s", last);
+  }
+  persist("s", last, {row("u0")});
+  auto before = generation_in_storage("s");
+  CAF_REQUIRE(before.has_value());
+  restart();
+  // The new run's first register continues above what storage holds, so a
+  // handle of the old run (were one still alive) would be fenced out.
   auto h = spawn_handle("new run");
-  CAF_CHECK_EQUAL(register_handle("s", h), 6u);
+  CAF_CHECK_EQUAL(register_handle("s", h), *before + 1);
   persist("s", h, {row("u1")});
   CAF_CHECK_EQUAL(stored_blob("s"), "new run");
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
-  CAF_CHECK(generation_in_storage("s") == std::optional<uint64_t>{6});
+  CAF_CHECK(generation_in_storage("s") == std::optional<uint64_t>{*before + 1});
   // A handle never registered writes with the stored generation, and a
   // delete's tombstone lands above it.
   CAF_REQUIRE(!storage::save_session(*db, {"t", "old run", {}, {}, 9}));
