@@ -7,7 +7,6 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 

@@ -20,6 +20,8 @@ namespace {
 constexpr uint8_t blob_format = 1;
 constexpr uint8_t tombstone_format = 2;
 constexpr uint8_t update_format = 1;
+/// A blob value starts with its format byte and its generation.
+constexpr std::size_t head_size = 1 + 8;
 
 std::string update_key(const std::string& session, const std::string& id) {
   return session_key_prefix(session) + id;
@@ -36,7 +38,7 @@ std::string prefix_end(std::string prefix) {
 
 std::string encode_blob(const session_write& write) {
   std::string out;
-  out.reserve(write.blob.size() + 9);
+  out.reserve(head_size + write.blob.size());
   out.push_back(static_cast<char>(blob_format));
   bytes::put_u64_be(out, write.generation);
   out += write.blob;
@@ -66,21 +68,34 @@ bool decode_head(std::string_view value, stored_head& head) {
   return !head.tombstone || in.at_end();
 }
 
-/// The stored head of `session`: none when nothing is stored.
-caf::expected<std::optional<stored_head>>
-read_head(database::impl& state, const std::string& session) {
-  std::string value;
+/// The stored value of `session` (its blob after the head, or a
+/// tombstone), decoded into `head`; false when nothing is stored.
+caf::expected<bool> read_stored(database::impl& state,
+                                const std::string& session, std::string& value,
+                                stored_head& head) {
   auto status = state.db->Get(rocksdb::ReadOptions{},
                               state.handle(family::sessions),
                               session_key_prefix(session), &value);
   if (status.IsNotFound())
-    return std::optional<stored_head>{};
+    return false;
   if (!status.ok())
     return to_error(status, "reading the session blob");
-  stored_head head;
   if (!decode_head(value, head))
     return make_error(errc::corrupt_record,
                       "undecodable blob of session " + session);
+  return true;
+}
+
+/// The stored head of `session`: none when nothing is stored.
+caf::expected<std::optional<stored_head>>
+read_head(database::impl& state, const std::string& session) {
+  std::string value;
+  stored_head head;
+  auto found = read_stored(state, session, value, head);
+  if (!found)
+    return std::move(found.error());
+  if (!*found)
+    return std::optional<stored_head>{};
   return std::optional<stored_head>{head};
 }
 
@@ -249,20 +264,16 @@ caf::expected<session_record> load_session(database& db,
   return with_open_database(db, [&](database::impl& state) -> result_type {
     auto prefix = session_key_prefix(session);
     std::string value;
-    auto status = state.db->Get(rocksdb::ReadOptions{},
-                                state.handle(family::sessions), prefix, &value);
-    if (status.IsNotFound())
-      return make_error(errc::not_found, "no session " + session);
-    if (!status.ok())
-      return to_error(status, "reading the session blob");
     stored_head head;
-    if (!decode_head(value, head))
-      return make_error(errc::corrupt_record,
-                        "undecodable blob of session " + session);
+    auto found = read_stored(state, session, value, head);
+    if (!found)
+      return std::move(found.error());
+    if (!*found)
+      return make_error(errc::not_found, "no session " + session);
     if (head.tombstone)
       return make_error(errc::not_found, "session " + session + " was deleted");
     session_record record;
-    record.blob.assign(value, 9, std::string::npos);
+    record.blob.assign(value, head_size, std::string::npos);
     auto end = prefix_end(prefix);
     rocksdb::Slice upper{end};
     rocksdb::ReadOptions options;
