@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include "coalesce/messages/errc.hpp"
 
@@ -15,6 +16,14 @@ caf::error unreachable(std::string sentence) {
   return make_error(errc::node_unreachable, std::move(sentence));
 }
 
+/// The actor that opens connections: the TLS one when the system loaded
+/// the openssl module, so that one process never mixes plain and TLS links.
+caf::io::middleman_actor connector(caf::actor_system& sys) {
+  if (sys.has_openssl_manager())
+    return sys.openssl_manager().actor_handle();
+  return sys.middleman().actor_handle();
+}
+
 } // namespace
 
 caf::expected<node_actor> connect_node(caf::actor_system& sys,
@@ -24,7 +33,7 @@ caf::expected<node_actor> connect_node(caf::actor_system& sys,
   caf::expected<node_actor> result{caf::error{}};
   caf::scoped_actor self{sys};
   self
-    ->request(sys.middleman().actor_handle(), timeout,
+    ->request(connector(sys), timeout,
               caf::connect_atom::value, host, port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& handle,

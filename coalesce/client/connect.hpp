@@ -10,7 +10,8 @@
 #include "coalesce/messages/node_interface.hpp"
 
 /// Connecting to a coalesce node: what the CLI and applications share. The
-/// actor system must have loaded the middleman (`cfg.load<caf::io::middleman>()`).
+/// actor system must have loaded the middleman (`cfg.load<caf::io::middleman>()`);
+/// a system that also loaded `caf::openssl::manager` connects through TLS.
 namespace coalesce {
 
 /// Connects to the gateway at host:port within `timeout`. `remote_actor`
