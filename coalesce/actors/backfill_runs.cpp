@@ -140,10 +140,22 @@ void backfill_runs::complete(ticket_type ticket, stop_reason reason) {
   auto& c = callers_.at(ticket);
   if (c.done)
     return;
+  if (!c.ending)
+    settle_part(c);
+  c.ending.reset();
   c.done = true;
   c.reason = reason;
   c.stop = stop_condition{};
   c.local = nullptr;
+  // Answered before it is kept: keeping may forget it at once.
+  if (c.awaited) {
+    c.awaited = false;
+    answers_.emplace_back(ticket, result_of(c));
+  }
+  keep_result(ticket);
+}
+
+void backfill_runs::settle_part(caller& c) {
   if (auto r = runs_.find(c.run); r != runs_.end()) {
     auto& pages = r->second.pages;
     auto skip = c.first_page - r->second.first_page;
@@ -151,12 +163,14 @@ void backfill_runs::complete(ticket_type ticket, stop_reason reason) {
       c.pages.assign(pages.begin() + static_cast<std::ptrdiff_t>(skip),
                      pages.end());
   }
-  // Answered before it is kept: keeping may forget it at once.
-  if (c.awaited) {
-    c.awaited = false;
-    answers_.emplace_back(ticket, result_of(c));
-  }
-  keep_result(ticket);
+}
+
+void backfill_runs::complete_after_commit(run_id id, ticket_type ticket,
+                                          stop_reason reason) {
+  auto& c = callers_.at(ticket);
+  settle_part(c);
+  c.ending = reason;
+  awaiting_commit_[id].push_back(ticket);
 }
 
 void backfill_runs::drop_unneeded_pages(run& r) {
@@ -203,7 +217,7 @@ bool backfill_runs::withdraw(ticket_type ticket) {
   auto c = callers_.find(ticket);
   if (c == callers_.end())
     return false;
-  if (c->second.done || c->second.detached)
+  if (c->second.done || c->second.detached || c->second.ending)
     return true;
   auto id = c->second.run;
   complete(ticket, stop_reason::cancelled);
@@ -278,7 +292,10 @@ backfill_runs::page_step backfill_runs::on_page(run_id id,
       std::make_shared<shared_page>(std::move(page.events), held_));
   auto last = stop_reason::cancelled;
   for (auto& [ticket, reason] : ended) {
-    complete(ticket, reason);
+    if (loaded)
+      complete_after_commit(id, ticket, reason);
+    else
+      complete(ticket, reason);
     last = reason;
   }
   r.callers.swap(remaining);
@@ -290,6 +307,13 @@ backfill_runs::page_step backfill_runs::on_page(run_id id,
 }
 
 bool backfill_runs::on_commit(run_id id, bool committed) {
+  if (auto held = awaiting_commit_.find(id); held != awaiting_commit_.end()) {
+    auto tickets = std::move(held->second);
+    awaiting_commit_.erase(held);
+    for (auto ticket : tickets)
+      complete(ticket, committed ? *callers_.at(ticket).ending
+                                 : stop_reason::failed);
+  }
   auto r = runs_.find(id);
   if (r == runs_.end())
     return false;
@@ -330,6 +354,12 @@ std::size_t backfill_runs::shut_down() {
       complete(ticket, stop_reason::cancelled);
     count_finished(stop_reason::cancelled);
   }
+  // A commit in flight may never be answered now: its waiting parts end
+  // `cancelled`, as nothing says their position is durable.
+  for (auto& [id, tickets] : awaiting_commit_)
+    for (auto ticket : tickets)
+      complete(ticket, stop_reason::cancelled);
+  awaiting_commit_.clear();
   // Pages answered from now on find no run: never delivered, never
   // committed, so the pager loads them again for the next run.
   runs_.clear();

@@ -41,6 +41,11 @@
 ///   it ends with that page's answer, which is not committed.
 /// - A page's events go into the callers' parts before `on_page` says to
 ///   commit it, so every event the room's position passes was delivered.
+/// - A caller whose part ends with a page that is to be committed is done
+///   (and answered) only once `on_commit` reports that commit: an answered
+///   caller's position is durable, so a restarted node pages on from below
+///   it. A failed commit ends such a part `failed`. Meanwhile its part counts
+///   as pending and withdrawing it changes nothing.
 /// - Done results are kept, oldest forgotten first, while they cost more
 ///   than `results_memory`: each shared page's bytes once plus
 ///   `result_bookkeeping_bytes` per result. A done caller with a parked await
@@ -86,8 +91,9 @@ public:
   /// The pager answered `page` for run `id` (a no-op for a run that ended).
   page_step on_page(run_id id, timeline_page& page);
 
-  /// The commit that `on_page` asked for with `next_page` was answered:
-  /// returns whether to request the next page (else the run ended).
+  /// The commit that `on_page` asked for was answered (`committed`: the
+  /// position moved). Ends the parts that waited for it; returns whether to
+  /// request the next page (else the run ended).
   bool on_commit(run_id id, bool committed);
 
   /// The pager failed (or timed out) on run `id`: the run ends `failed`, or
@@ -187,6 +193,9 @@ private:
     uint32_t max_batches = 0;
     bool detached = false;
     bool done = false;
+    /// Its part ended with a page whose commit is not answered yet: the
+    /// reason it ends with once it is (its pages are settled already).
+    std::optional<stop_reason> ending;
     /// An await is parked: the answer goes out when the part is done.
     bool awaited = false;
     stop_reason reason = stop_reason::cancelled;
@@ -224,6 +233,12 @@ private:
   /// Ends a caller's part; the caller stays in its run's list.
   void complete(ticket_type ticket, stop_reason reason);
 
+  /// Copies the caller's part out of its run's pages.
+  void settle_part(caller& c);
+
+  /// Ends the caller's part with `reason` once run `id`'s commit is answered.
+  void complete_after_commit(run_id id, ticket_type ticket, stop_reason reason);
+
   void keep_result(ticket_type ticket);
 
   void forget_beyond_budget();
@@ -243,6 +258,8 @@ private:
   run_limits limits_;
   std::size_t results_memory_;
   std::unordered_map<run_id, run> runs_;
+  /// Per run with a commit in flight, the callers whose part ended with it.
+  std::unordered_map<run_id, std::vector<ticket_type>> awaiting_commit_;
   /// The run holding each key's place in `queue_` (queued or running).
   std::map<key_type, run_id> active_;
   /// A fresh run queued behind a key's cancelled running run.

@@ -76,8 +76,8 @@ void carry_out(scheduler_pointer self) {
 }
 
 /// Tells the pager that `page` was delivered, so that it moves the room's
-/// position past it. With `then_continue`, the run asks for its next page
-/// once the position moved.
+/// position past it; the callers whose part ended with it are answered once
+/// it did. With `then_continue`, the run asks for its next page then.
 void commit_delivered(scheduler_pointer self, run_id id,
                       const std::string& room, const page_cursor& cursor,
                       bool then_continue) {
@@ -87,16 +87,15 @@ void commit_delivered(scheduler_pointer self, run_id id,
               cursor)
     .then(
       [self, id, then_continue](ok_atom) {
-        if (then_continue && self->state.runs->on_commit(id, true))
+        if (self->state.runs->on_commit(id, true) && then_continue)
           request_page(self, id);
         carry_out(self);
       },
-      [self, id, room, then_continue](caf::error& err) {
+      [self, id, room](caf::error& err) {
         spdlog::warn("scheduler: moving the position of room {} failed, "
                      "its delivered events will be loaded again: {}",
                      room, self->system().render(err));
-        if (then_continue)
-          self->state.runs->on_commit(id, false);
+        self->state.runs->on_commit(id, false);
         carry_out(self);
       });
 }

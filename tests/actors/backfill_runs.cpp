@@ -65,6 +65,16 @@ uint64_t queued(const backfill_runs& runs, priority prio) {
 
 constexpr std::size_t plenty = std::size_t{1} << 30;
 
+/// `page` for run `id` from a pager whose commit succeeds: the step, after
+/// the commit it asked for was answered.
+backfill_runs::page_step deliver(backfill_runs& runs, backfill_runs::run_id id,
+                                 timeline_page& page) {
+  auto step = runs.on_page(id, page);
+  if (step.commit)
+    step.next_page = runs.on_commit(id, true);
+  return step;
+}
+
 } // namespace
 
 CAF_TEST(requests for one room and priority join one run) {
@@ -105,6 +115,7 @@ CAF_TEST(a caller joining a running run gets the events loaded since it joined) 
   // Both are done: the first after its two batches, the second after one.
   CAF_CHECK(step.commit);
   CAF_CHECK(!step.next_page);
+  CAF_CHECK(!runs.on_commit(id, true));
   CAF_CHECK(runs.state_of(first) == state::done);
   CAF_CHECK_EQUAL(ids_of(runs.result(first)), (names{"e1", "e2", "e3", "e4"}));
   CAF_CHECK_EQUAL(ids_of(runs.result(second)), (names{"e3", "e4"}));
@@ -129,20 +140,18 @@ CAF_TEST(each caller stops at its own condition while the run goes on) {
   auto goes_on = runs.join(r3, nullptr, {});
   auto id = runs.start_runnable().at(0);
   auto p1 = page_of({"e1", "e2"});
-  auto step = runs.on_page(id, p1);
+  auto step = deliver(runs, id, p1);
   CAF_CHECK(step.next_page);
   CAF_CHECK(runs.state_of(stops_early) == state::done);
   CAF_CHECK(runs.result(stops_early).reason
             == stop_reason::stop_condition_met);
   CAF_CHECK(runs.state_of(stops_locally) == state::pending);
-  runs.on_commit(id, true);
   auto p2 = page_of({"e3"});
-  runs.on_page(id, p2);
+  deliver(runs, id, p2);
   CAF_CHECK(runs.result(stops_locally).reason
             == stop_reason::stop_condition_met);
   CAF_CHECK_EQUAL(local_seen, 2);
   CAF_CHECK(runs.state_of(goes_on) == state::pending);
-  runs.on_commit(id, true);
   timeline_page start;
   start.reached_start = true;
   auto step_end = runs.on_page(id, start);
@@ -179,7 +188,7 @@ CAF_TEST(a detached caller keeps its run although it is withdrawn) {
   CAF_CHECK(runs.state_of(ticket) == state::pending);
   auto id = runs.start_runnable().at(0);
   auto p1 = page_of({"e1"});
-  runs.on_page(id, p1);
+  deliver(runs, id, p1);
   CAF_CHECK(runs.result(ticket).reason == stop_reason::batch_limit_reached);
 }
 
@@ -247,7 +256,7 @@ CAF_TEST(a parked await gets its answer when the part ends) {
   auto id = runs.start_runnable().at(0);
   CAF_CHECK(runs.take_answers().empty());
   auto p1 = page_of({"e1"});
-  runs.on_page(id, p1);
+  deliver(runs, id, p1);
   auto answers = runs.take_answers();
   CAF_REQUIRE_EQUAL(answers.size(), 1u);
   CAF_CHECK_EQUAL(answers[0].first, awaited);
@@ -257,6 +266,60 @@ CAF_TEST(a parked await gets its answer when the part ends) {
   auto ended = runs.take_ended();
   CAF_REQUIRE_EQUAL(ended.size(), 1u);
   CAF_CHECK(ended[0].reason == stop_reason::batch_limit_reached);
+}
+
+CAF_TEST(a part that ends with a delivered page is answered once its commit is) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 1);
+  auto r2 = request("!a", 2);
+  auto ends = runs.join(r1, nullptr, {});
+  auto goes_on = runs.join(r2, nullptr, {});
+  runs.await_parked(ends);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  auto step = runs.on_page(id, p1);
+  CAF_CHECK(step.commit);
+  CAF_CHECK(step.next_page);
+  // Its position is not durable yet: no answer, still pending, and a
+  // withdraw (cancel, death) cannot change how it ends.
+  CAF_CHECK(runs.take_answers().empty());
+  CAF_CHECK(runs.state_of(ends) == state::pending);
+  CAF_CHECK(runs.withdraw(ends));
+  CAF_CHECK(runs.on_commit(id, true));
+  auto answers = runs.take_answers();
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK_EQUAL(answers[0].first, ends);
+  CAF_CHECK(answers[0].second.reason == stop_reason::batch_limit_reached);
+  CAF_CHECK_EQUAL(ids_of(answers[0].second), (names{"e1"}));
+  CAF_CHECK(runs.state_of(goes_on) == state::pending);
+}
+
+CAF_TEST(a part that ends with a page whose commit fails ends failed) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 1);
+  auto ticket = runs.join(r1, nullptr, {});
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  auto step = runs.on_page(id, p1);
+  CAF_CHECK(step.commit);
+  CAF_CHECK(!step.next_page);
+  CAF_CHECK(runs.state_of(ticket) == state::pending);
+  CAF_CHECK(!runs.on_commit(id, false));
+  CAF_CHECK(runs.result(ticket).reason == stop_reason::failed);
+}
+
+CAF_TEST(shutting down answers the parts that wait for a commit cancelled) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 1);
+  auto ticket = runs.join(r1, nullptr, {});
+  runs.await_parked(ticket);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  runs.on_page(id, p1);
+  runs.shut_down();
+  auto answers = runs.take_answers();
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK(answers[0].second.reason == stop_reason::cancelled);
 }
 
 CAF_TEST(kept results stay within their byte budget and the oldest go first) {
@@ -271,7 +334,7 @@ CAF_TEST(kept results stay within their byte budget and the oldest go first) {
     tickets.push_back(ticket);
     auto id = runs.start_runnable().at(0);
     auto p = page_of({"e1"});
-    runs.on_page(id, p);
+    deliver(runs, id, p);
   }
   CAF_CHECK(runs.state_of(tickets[0]) == state::forgotten);
   CAF_CHECK(runs.state_of(tickets[1]) == state::done);
@@ -293,7 +356,7 @@ CAF_TEST(results sharing a page count its bytes once) {
   runs.join(r2, nullptr, {});
   auto id = runs.start_runnable().at(0);
   auto p = page_of({"e1"});
-  runs.on_page(id, p);
+  deliver(runs, id, p);
   CAF_CHECK_EQUAL(runs.results_kept(), 2u);
   CAF_CHECK_EQUAL(runs.results_bytes(),
                   event_bytes + 2 * result_bookkeeping_bytes);
@@ -306,7 +369,7 @@ CAF_TEST(a parked await is answered even when its result is forgotten at once) {
   runs.await_parked(ticket);
   auto id = runs.start_runnable().at(0);
   auto p = page_of({"e1"});
-  runs.on_page(id, p);
+  deliver(runs, id, p);
   auto answers = runs.take_answers();
   CAF_REQUIRE_EQUAL(answers.size(), 1u);
   CAF_CHECK_EQUAL(ids_of(answers[0].second), (names{"e1"}));
