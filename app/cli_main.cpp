@@ -10,8 +10,10 @@
 
 #include <CLI/CLI.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include "app/cli_command.hpp"
+#include "coalesce/client/tls_files.hpp"
 #include "coalesce/messages/registration.hpp"
 
 using namespace coalesce;
@@ -34,6 +36,18 @@ const cli_command* selected(const cli_commands& commands) {
     if (command.selector->parsed())
       return &command;
   return nullptr;
+}
+
+/// The node's `openssl.*` settings as global flags; any of them turns on
+/// mutual TLS.
+void add_tls_flags(CLI::App& app, tls_files& tls) {
+  app.add_option("--openssl-certificate", tls.certificate,
+                 "PEM certificate chain of this client (mutual TLS)");
+  app.add_option("--openssl-key", tls.key, "PEM private key of the certificate");
+  app.add_option("--openssl-passphrase", tls.passphrase,
+                 "passphrase of an encrypted --openssl-key");
+  app.add_option("--openssl-cafile", tls.cafile,
+                 "PEM file of the CA that signed the nodes' certificates");
 }
 
 } // namespace
@@ -66,6 +80,8 @@ int main(int argc, char** argv) {
                  "bound on each exchange with the node, as durations in the "
                  "config file: 500ms, 5s, 1min, 1h")
     ->capture_default_str();
+  tls_files tls;
+  add_tls_flags(app, tls);
   app.require_subcommand(1);
   cli_commands commands;
   for (auto group : command_groups())
@@ -87,7 +103,15 @@ int main(int argc, char** argv) {
   if (command == nullptr)
     return usage("no command given; see --help");
 
+  // CAF aborts on TLS files it cannot use, so they are checked first.
+  if (auto problem = check_tls_files(tls, "--openssl-"); !problem.empty())
+    return usage(problem);
+
   cli_config cfg;
+  if (tls.any_set()) {
+    set_tls_files(cfg, tls);
+    cfg.load<caf::openssl::manager>();
+  }
   caf::actor_system sys{cfg};
   session s{sys, address};
   if (auto failed = connect_node(sys, address.host, address.port,

@@ -24,6 +24,17 @@ caf::io::middleman_actor connector(caf::actor_system& sys) {
   return sys.middleman().actor_handle();
 }
 
+/// CAF gives no reason for a failed handshake; the likely ones are named.
+std::string handshake_refused(caf::actor_system& sys, const std::string& where) {
+  if (sys.has_openssl_manager())
+    return "the TLS handshake with " + where
+           + " failed: the node refused this client's certificate, or this "
+             "client does not trust the node's (not signed by its CA file)";
+  return "the node at " + where
+         + " closed the connection during the handshake: it may require "
+           "mutual TLS (a certificate, key and CA file)";
+}
+
 } // namespace
 
 caf::expected<node_actor> connect_node(caf::actor_system& sys,
@@ -51,6 +62,8 @@ caf::expected<node_actor> connect_node(caf::actor_system& sys,
           result = unreachable("the node at " + where
                                + " did not answer the connection within "
                                + caf::deep_to_string(timeout));
+        else if (err == caf::sec::disconnect_during_handshake)
+          result = unreachable(handshake_refused(sys, where));
         else
           result = unreachable("cannot connect to the node at " + where + ": "
                                + sys.render(err));

@@ -12,6 +12,15 @@
 /// Connecting to a coalesce node: what the CLI and applications share. The
 /// actor system must have loaded the middleman (`cfg.load<caf::io::middleman>()`);
 /// a system that also loaded `caf::openssl::manager` connects through TLS.
+///
+/// Enabling mutual TLS in an application, before the actor system starts:
+/// check the files with `check_tls_files` (coalesce/client/tls_files.hpp;
+/// CAF aborts the process on files it cannot use), put them into the
+/// config with `set_tls_files` (CAF's `openssl_*` fields), then
+/// `cfg.load<caf::io::middleman>()` and `cfg.load<caf::openssl::manager>()`,
+/// in that order. Every connection of that system is then TLS, with this
+/// certificate, trusting the nodes' CA file. A refused handshake fails with
+/// `errc::node_unreachable` and a sentence naming the likely causes.
 namespace coalesce {
 
 /// Connects to the gateway at host:port within `timeout`. `remote_actor`
