@@ -7,6 +7,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
 #include "app/node_config.hpp"
@@ -56,6 +57,15 @@ int main(int argc, char** argv) {
                control_file != nullptr ? control_file : "(none)");
 #endif
   cfg.load<caf::io::middleman>();
+  if (uses_tls(cfg))
+    cfg.load<caf::openssl::manager>();
+  else
+    spdlog::warn("no TLS: the plain port on {} is for development only. CAF "
+                 "0.17's plain port trusts the lengths peers send: garbage "
+                 "from 300 connections left a node unreachable and grown to "
+                 "3.9 GB resident. Set openssl.certificate, openssl.key and "
+                 "openssl.cafile for mutual TLS",
+                 cfg.settings.host);
   caf::actor_system sys{cfg};
   return run_node(sys, cfg.settings, shutdown_signals);
 }

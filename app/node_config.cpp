@@ -1,11 +1,14 @@
 #include "app/node_config.hpp"
 
+#include <arpa/inet.h>
+
 #include <fstream>
 
 #include <caf/config_option_adder.hpp>
 #include <caf/config_value.hpp>
 #include <caf/deep_to_string.hpp>
 
+#include "coalesce/client/tls_files.hpp"
 #include "coalesce/messages/registration.hpp"
 
 namespace coalesce {
@@ -13,6 +16,9 @@ namespace coalesce {
 namespace {
 
 constexpr const char* group = "coalesce";
+/// CAF's own section for TLS; checked like ours, since CAF drops a wrongly
+/// typed value there silently too, and a dropped file name turns TLS off.
+constexpr const char* tls_group = "openssl";
 constexpr const char* default_config_file = "caf-application.ini";
 
 std::string quoted(const std::string& x) {
@@ -21,23 +27,40 @@ std::string quoted(const std::string& x) {
 
 /// Checks one raw value of the config file against the option it sets.
 std::string check_file_value(const node_config& cfg, const std::string& file,
-                             const std::string& key,
+                             const std::string& group, const std::string& key,
                              const caf::config_value& value) {
-  auto name = std::string{group} + "." + key;
+  auto name = group + "." + key;
   auto option = cfg.options().qualified_name_lookup(group, key);
   if (option == nullptr)
     return "unknown key " + name + " in " + file;
   if (caf::holds_alternative<caf::config_value::dictionary>(value))
     return name + " in " + file
-           + " is a section; keys must sit directly under [coalesce]";
+           + " is a section; keys must sit directly under [" + group + "]";
   if (option->check(value))
     return name + " = " + caf::deep_to_string(value) + " in " + file
            + " is not a valid " + std::string(option->type_name().begin(), option->type_name().end());
   return {};
 }
 
+std::string check_file_section(const node_config& cfg, const std::string& file,
+                               const caf::config_value::dictionary& raw,
+                               const std::string& group) {
+  auto section = raw.find(group);
+  if (section == raw.end())
+    return {};
+  auto entries = caf::get_if<caf::config_value::dictionary>(&section->second);
+  if (entries == nullptr)
+    return group + " in " + file + " must be a section";
+  for (const auto& [key, value] : *entries)
+    if (auto problem = check_file_value(cfg, file, group, key, value);
+        !problem.empty())
+      return problem;
+  return {};
+}
+
 /// CAF skips a wrongly typed value in the file without a word, so the raw
-/// file is read and every `coalesce` key checked against its option.
+/// file is read and every `coalesce` and `openssl` key checked against its
+/// option.
 std::string check_config_file(const node_config& cfg, const std::string& file,
                               bool must_exist) {
   if (!std::ifstream{file}.good())
@@ -46,16 +69,37 @@ std::string check_config_file(const node_config& cfg, const std::string& file,
   if (!raw)
     return "cannot parse the config file " + file + ": "
            + caf::to_string(raw.error());
-  auto section = raw->find(group);
-  if (section == raw->end())
-    return {};
-  auto entries = caf::get_if<caf::config_value::dictionary>(&section->second);
-  if (entries == nullptr)
-    return "coalesce in " + file + " must be a section";
-  for (const auto& [key, value] : *entries)
-    if (auto problem = check_file_value(cfg, file, key, value);
+  for (auto section : {group, tls_group})
+    if (auto problem = check_file_section(cfg, file, *raw, section);
         !problem.empty())
       return problem;
+  return {};
+}
+
+/// Literal loopback addresses only: a name other than localhost may
+/// resolve anywhere.
+bool is_loopback(const std::string& host) {
+  if (host == "localhost")
+    return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1
+         && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+/// TLS files that CAF would abort on are refused here; without TLS the
+/// node stays on loopback (the plain port trusts whatever a peer sends).
+std::string check_transport(const node_config& cfg) {
+  auto files = tls_files_of(cfg);
+  if (files.any_set())
+    return check_tls_files(files, std::string{tls_group} + ".");
+  if (!is_loopback(cfg.settings.host))
+    return std::string{group} + ".host = " + quoted(cfg.settings.host)
+           + " is not a loopback address, and a node listens beyond "
+             "loopback only with mutual TLS (set openssl.certificate, "
+             "openssl.key and openssl.cafile)";
   return {};
 }
 
@@ -114,7 +158,13 @@ std::string load_node_config(node_config& cfg, int argc, char** argv) {
     return {};
   if (!cfg.remainder.empty())
     return "unexpected argument " + quoted(cfg.remainder.front());
-  return cfg.settings.validate(group);
+  if (auto problem = cfg.settings.validate(group); !problem.empty())
+    return problem;
+  return check_transport(cfg);
+}
+
+bool uses_tls(const node_config& cfg) {
+  return tls_files_of(cfg).any_set();
 }
 
 } // namespace coalesce

@@ -30,8 +30,14 @@ struct node_config : caf::actor_system_config {
 
 /// Parses the command line and the config file it names, refusing what CAF
 /// alone would accept silently: a wrongly typed, negative, out-of-range or
-/// unknown `coalesce` value in the file or on the command line. Returns one
-/// sentence naming the key and the value, or an empty string on success.
+/// unknown `coalesce` or `openssl` value in the file or on the command line,
+/// TLS files that CAF would abort on (coalesce/client/tls_files.hpp), and a
+/// non-loopback `coalesce.host` without TLS. Returns one sentence naming the
+/// key and the value, or an empty string on success.
 std::string load_node_config(node_config& cfg, int argc, char** argv);
+
+/// Whether any `openssl.*` key is set: the node then loads
+/// `caf::openssl::manager` and publishes through mutual TLS.
+bool uses_tls(const node_config& cfg);
 
 } // namespace coalesce

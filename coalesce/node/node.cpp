@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
 #include <spdlog/spdlog.h>
 
 #include "coalesce/actors/node_gateway.hpp"
@@ -41,6 +43,22 @@ void stop_gateway(caf::actor_system& sys, const node_actor& gateway) {
   self->wait_for(gateway);
 }
 
+/// Closes the gateway's port. caf/openssl/unpublish.hpp does not compile on
+/// 0.17.6 (it names an atom of 0.18), so the TLS port is closed through the
+/// openssl manager's actor directly.
+void unpublish_gateway(caf::actor_system& sys, const node_actor& gateway,
+                       uint16_t port) {
+  if (!sys.has_openssl_manager()) {
+    static_cast<void>(sys.middleman().unpublish(gateway, port));
+    return;
+  }
+  caf::scoped_actor self{sys};
+  self
+    ->request(sys.openssl_manager().actor_handle(), std::chrono::seconds{5},
+              caf::unpublish_atom::value, gateway.address(), port)
+    .receive([] {}, [](caf::error&) {});
+}
+
 } // namespace
 
 int run_node(caf::actor_system& sys, const node_settings& settings,
@@ -53,8 +71,11 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   }
   auto& local = **services;
   auto gateway = spawn_node_gateway(sys, local.handles());
-  auto port = sys.middleman().publish(gateway, settings.port,
-                                      settings.host.c_str(), true);
+  auto tls = sys.has_openssl_manager();
+  auto port = tls ? caf::openssl::publish(gateway, settings.port,
+                                          settings.host.c_str(), true)
+                  : sys.middleman().publish(gateway, settings.port,
+                                            settings.host.c_str(), true);
   if (!port) {
     spdlog::critical("cannot listen on {}:{}: {}", settings.host,
                      settings.port, sys.render(port.error()));
@@ -62,7 +83,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;
   }
-  spdlog::info("listening on {}:{}", settings.host, *port);
+  spdlog::info("listening on {}:{}{}", settings.host, *port,
+               tls ? " (mutual TLS)" : "");
   caf::actor reporter;
   if (settings.stats_interval.count() > 0)
     reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
@@ -85,7 +107,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     deadline - std::chrono::steady_clock::now());
   auto written = local.stop(std::max<caf::timespan>(
     left, std::chrono::milliseconds{1}));
-  static_cast<void>(sys.middleman().unpublish(gateway, *port));
+  unpublish_gateway(sys, gateway, *port);
   stop_gateway(sys, gateway);
   auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;
   spdlog::info("stopped ({})", status == EXIT_SUCCESS
