@@ -46,6 +46,7 @@
 #include <spdlog/spdlog.h>
 
 #include "coalesce/client/connect.hpp"
+#include "coalesce/client/tls_files.hpp"
 #include "coalesce/messages/registration.hpp"
 #include "coalesce/node/services.hpp"
 
@@ -99,13 +100,11 @@ struct bench_config : caf::actor_system_config {
 /// The client side of the TLS leg: a second actor system, since one that
 /// loaded the openssl manager connects through TLS only.
 struct tls_client_config : caf::actor_system_config {
-  explicit tls_client_config(const std::string& certs) {
+  explicit tls_client_config(const tls_files& files) {
     register_message_types(*this);
     load<caf::io::middleman>();
     load<caf::openssl::manager>();
-    openssl_certificate = certs + "/client.pem";
-    openssl_key = certs + "/client-key.pem";
-    openssl_cafile = certs + "/ca.pem";
+    set_tls_files(*this, files);
   }
 };
 
@@ -450,7 +449,13 @@ int main(int argc, char** argv) {
     "--openssl.key=" + certs.path() + "/node-key.pem",
     "--openssl.cafile=" + certs.path() + "/ca.pem"};
   if (!cfg.plain_only && make_certificates(cfg, certs.path())) {
-    tls_cfg = std::make_unique<tls_client_config>(certs.path());
+    tls_files client{certs.path() + "/client.pem",
+                     certs.path() + "/client-key.pem", "",
+                     certs.path() + "/ca.pem", ""};
+    // CAF aborts on a bad file: check first, as every client does.
+    if (auto problem = check_tls_files(client); !problem.empty())
+      fail("the client's TLS files: " + problem);
+    tls_cfg = std::make_unique<tls_client_config>(client);
     tls_sys = std::make_unique<caf::actor_system>(*tls_cfg);
   }
 
