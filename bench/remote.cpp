@@ -417,6 +417,14 @@ std::string ratio_text(double ratio) {
   return text;
 }
 
+/// The machine's 1-minute load average: what else was running shapes the
+/// figures on a shared 2-core machine.
+double load_average() {
+  double one_minute = 0;
+  std::ifstream{"/proc/loadavg"} >> one_minute;
+  return one_minute;
+}
+
 /// Runs scripts/make-certs into `dir`; false (with a note) if it fails.
 bool make_certificates(const bench_config& cfg, const std::string& dir) {
   std::string cmd = "'" + cfg.make_certs + "' '" + dir + "' >/dev/null";
@@ -520,6 +528,7 @@ int main(int argc, char** argv) {
     {"local_rows_per_write", rows_per_write(local)},
     {"remote_rows_per_write", rows_per_write(remote)},
     {"tls_rows_per_write", or_null(tls, rows_per_write)},
+    {"load_average", load_average()},
   };
   std::cout << result.dump() << std::endl;
   return EXIT_SUCCESS;
