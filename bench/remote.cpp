@@ -434,6 +434,112 @@ bool make_certificates(const bench_config& cfg, const std::string& dir) {
   return false;
 }
 
+/// The measurements of every round, per leg (tls empty when skipped).
+struct legs {
+  std::vector<measurement> local;
+  std::vector<measurement> remote;
+  std::vector<measurement> tls;
+};
+
+/// The TLS client: its own actor system over the client certificate of
+/// `certs`; null (with a note) when the certificates cannot be made.
+struct tls_client {
+  std::unique_ptr<tls_client_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+};
+
+tls_client start_tls_client(const bench_config& cfg,
+                            const std::string& certs) {
+  tls_client result;
+  if (cfg.plain_only || !make_certificates(cfg, certs))
+    return result;
+  tls_files client{certs + "/client.pem", certs + "/client-key.pem", "",
+                   certs + "/ca.pem", ""};
+  // CAF aborts on a bad file: check first, as every client does.
+  if (auto problem = check_tls_files(client); !problem.empty())
+    fail("the client's TLS files: " + problem);
+  result.cfg = std::make_unique<tls_client_config>(client);
+  result.sys = std::make_unique<caf::actor_system>(*result.cfg);
+  return result;
+}
+
+/// Local, remote and tls in turn, `rounds` times, a line per round.
+legs run_rounds(caf::actor_system& sys, const bench_config& cfg,
+                const std::string& certs) {
+  auto client = start_tls_client(cfg, certs);
+  std::vector<std::string> tls_node_args{
+    "--openssl.certificate=" + certs + "/node.pem",
+    "--openssl.key=" + certs + "/node-key.pem",
+    "--openssl.cafile=" + certs + "/ca.pem"};
+  legs result;
+  for (std::size_t round = 1; round <= cfg.rounds; ++round) {
+    auto& local = result.local.emplace_back(measure_local(sys, cfg));
+    auto plain = measure_node(sys, cfg, "remote", {});
+    if (!plain)
+      fail("cannot reach the plain node");
+    auto& remote = result.remote.emplace_back(*plain);
+    auto line = "round " + std::to_string(round) + " local: "
+                + rows_text(local) + "; remote: " + rows_text(remote) + " ("
+                + ratio_text(remote.rows_per_s / local.rows_per_s) + ")";
+    if (client.sys) {
+      if (auto secured = measure_node(*client.sys, cfg, "tls",
+                                      tls_node_args)) {
+        auto& tls = result.tls.emplace_back(*secured);
+        line += "; tls: " + rows_text(tls) + " ("
+                + ratio_text(tls.rows_per_s / remote.rows_per_s)
+                + " of remote)";
+      } else {
+        std::cerr << "bench remote: the TLS leg is skipped: no TLS "
+                     "connection to a node started with --openssl.* "
+                     "(does this coalesce-node publish through TLS?)\n";
+        client.sys.reset();
+      }
+    }
+    std::cout << line << std::endl;
+  }
+  return result;
+}
+
+/// The last line: best of each leg (and the medians), ratios of the bests.
+nlohmann::ordered_json summary(const bench_config& cfg, const legs& runs) {
+  auto round2 = [](double x) { return std::round(x * 100) / 100; };
+  auto or_null = [](const std::vector<measurement>& xs, auto f) {
+    return xs.empty() ? nlohmann::json(nullptr) : nlohmann::json(f(xs));
+  };
+  auto best_rows = [](const std::vector<measurement>& xs) {
+    return std::round(best(xs));
+  };
+  // Rows per fsync of the best run: how well the buffer coalesced.
+  auto rows_per_write = [&](const std::vector<measurement>& xs) {
+    auto& run = best_run(xs);
+    return std::round(static_cast<double>(cfg.entries)
+                      / std::max<uint64_t>(run.write_batches, 1));
+  };
+  auto& remote = runs.remote;
+  return {
+    {"bench", "remote"},
+    {"entries", cfg.entries},
+    {"batch", cfg.batch},
+    {"window", cfg.window},
+    {"rounds", cfg.rounds},
+    {"local_rows_per_s", best_rows(runs.local)},
+    {"remote_rows_per_s", best_rows(remote)},
+    {"tls_rows_per_s", or_null(runs.tls, best_rows)},
+    {"remote_vs_local", round2(best(remote) / best(runs.local))},
+    {"tls_vs_plain", or_null(runs.tls, [&](auto& xs) {
+       return round2(best(xs) / best(remote));
+     })},
+    {"median_remote_vs_local", round2(median(remote) / median(runs.local))},
+    {"median_tls_vs_plain", or_null(runs.tls, [&](auto& xs) {
+       return round2(median(xs) / median(remote));
+     })},
+    {"local_rows_per_write", rows_per_write(runs.local)},
+    {"remote_rows_per_write", rows_per_write(remote)},
+    {"tls_rows_per_write", or_null(runs.tls, rows_per_write)},
+    {"load_average", load_average()},
+  };
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -448,88 +554,8 @@ int main(int argc, char** argv) {
   // The in-process services log like a node; only their trouble matters here.
   spdlog::set_level(spdlog::level::warn);
   caf::actor_system sys{cfg};
-
   temp_dir certs{cfg.dir, "certs"};
-  std::unique_ptr<tls_client_config> tls_cfg;
-  std::unique_ptr<caf::actor_system> tls_sys;
-  std::vector<std::string> tls_node_args{
-    "--openssl.certificate=" + certs.path() + "/node.pem",
-    "--openssl.key=" + certs.path() + "/node-key.pem",
-    "--openssl.cafile=" + certs.path() + "/ca.pem"};
-  if (!cfg.plain_only && make_certificates(cfg, certs.path())) {
-    tls_files client{certs.path() + "/client.pem",
-                     certs.path() + "/client-key.pem", "",
-                     certs.path() + "/ca.pem", ""};
-    // CAF aborts on a bad file: check first, as every client does.
-    if (auto problem = check_tls_files(client); !problem.empty())
-      fail("the client's TLS files: " + problem);
-    tls_cfg = std::make_unique<tls_client_config>(client);
-    tls_sys = std::make_unique<caf::actor_system>(*tls_cfg);
-  }
-
-  std::vector<measurement> local, remote, tls;
-  for (std::size_t round = 1; round <= cfg.rounds; ++round) {
-    local.push_back(measure_local(sys, cfg));
-    auto plain = measure_node(sys, cfg, "remote", {});
-    if (!plain)
-      fail("cannot reach the plain node");
-    remote.push_back(*plain);
-    auto line = "round " + std::to_string(round) + " local: "
-                + rows_text(local.back()) + "; remote: "
-                + rows_text(remote.back()) + " ("
-                + ratio_text(remote.back().rows_per_s
-                             / local.back().rows_per_s)
-                + ")";
-    if (tls_sys) {
-      if (auto secured = measure_node(*tls_sys, cfg, "tls", tls_node_args)) {
-        tls.push_back(*secured);
-        line += "; tls: " + rows_text(tls.back()) + " ("
-                + ratio_text(tls.back().rows_per_s / remote.back().rows_per_s)
-                + " of remote)";
-      } else {
-        std::cerr << "bench remote: the TLS leg is skipped: no TLS "
-                     "connection to a node started with --openssl.* "
-                     "(does this coalesce-node publish through TLS?)\n";
-        tls_sys.reset();
-      }
-    }
-    std::cout << line << std::endl;
-  }
-
-  auto round2 = [](double x) { return std::round(x * 100) / 100; };
-  auto or_null = [](const std::vector<measurement>& xs, auto f) {
-    return xs.empty() ? nlohmann::json(nullptr) : nlohmann::json(f(xs));
-  };
-  auto best_rows = [&](const std::vector<measurement>& xs) {
-    return std::round(best(xs));
-  };
-  // Rows per fsync of the best run: how well the buffer coalesced.
-  auto rows_per_write = [&](const std::vector<measurement>& xs) {
-    auto& run = best_run(xs);
-    return std::round(static_cast<double>(cfg.entries)
-                      / std::max<uint64_t>(run.write_batches, 1));
-  };
-  nlohmann::ordered_json result{
-    {"bench", "remote"},
-    {"entries", cfg.entries},
-    {"batch", cfg.batch},
-    {"window", cfg.window},
-    {"rounds", cfg.rounds},
-    {"local_rows_per_s", best_rows(local)},
-    {"remote_rows_per_s", best_rows(remote)},
-    {"tls_rows_per_s", or_null(tls, best_rows)},
-    {"remote_vs_local", round2(best(remote) / best(local))},
-    {"tls_vs_plain",
-     or_null(tls, [&](auto& xs) { return round2(best(xs) / best(remote)); })},
-    {"median_remote_vs_local", round2(median(remote) / median(local))},
-    {"median_tls_vs_plain", or_null(tls, [&](auto& xs) {
-       return round2(median(xs) / median(remote));
-     })},
-    {"local_rows_per_write", rows_per_write(local)},
-    {"remote_rows_per_write", rows_per_write(remote)},
-    {"tls_rows_per_write", or_null(tls, rows_per_write)},
-    {"load_average", load_average()},
-  };
-  std::cout << result.dump() << std::endl;
+  auto runs = run_rounds(sys, cfg, certs.path());
+  std::cout << summary(cfg, runs).dump() << std::endl;
   return EXIT_SUCCESS;
 }
