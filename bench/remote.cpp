@@ -195,6 +195,11 @@ public:
     return port_;
   }
 
+  /// Whether the node said it listens with mutual TLS.
+  bool tls() const {
+    return tls_;
+  }
+
   std::string log_text() const {
     std::ifstream in{log_};
     std::stringstream text;
@@ -216,13 +221,16 @@ private:
   /// Polls the log for the node's "listening on" line (a real event, with
   /// a generous deadline), as the process tests do.
   uint16_t await_listening() {
-    static const std::regex listening{"listening on [0-9.]+:([0-9]+)"};
+    static const std::regex listening{
+      "listening on [0-9.]+:([0-9]+)( \\(mutual TLS\\))?"};
     auto deadline = clock_type::now() + std::chrono::seconds{30};
     while (clock_type::now() < deadline) {
       std::smatch found;
       auto text = log_text();
-      if (std::regex_search(text, found, listening))
+      if (std::regex_search(text, found, listening)) {
+        tls_ = found[2].matched;
         return static_cast<uint16_t>(std::stoi(found[1].str()));
+      }
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -236,6 +244,7 @@ private:
   std::string log_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
+  bool tls_ = false;
 };
 
 secret_entry make_entry(std::size_t i) {
@@ -367,6 +376,12 @@ std::optional<measurement> measure_node(caf::actor_system& sys,
                                    const std::vector<std::string>& node_args) {
   temp_dir dir{cfg.dir, what};
   node_process node{cfg, dir.path(), node_args};
+  // The TLS leg must measure TLS: the node says how it listens.
+  if (node.tls() != !node_args.empty()) {
+    std::cerr << "bench remote: " << what << ": the node listens "
+              << (node.tls() ? "with" : "without") << " mutual TLS\n";
+    return std::nullopt;
+  }
   auto gateway = connect_node(sys, "127.0.0.1", node.port(),
                               std::chrono::seconds{10});
   if (!gateway) {
