@@ -36,6 +36,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +118,29 @@ double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
+/// CPU seconds (user and system) this process used so far.
+double own_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+/// CPU seconds (user and system) process `pid` used so far, from
+/// /proc/PID/stat (utime and stime, the 14th and 15th fields).
+double cpu_seconds_of(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  // The command name in parentheses may hold spaces: count after it.
+  std::istringstream fields{text.substr(text.rfind(')') + 1)};
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i >= 14)
+      ticks += std::stod(field);
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 /// A fresh directory, removed afterwards.
 class temp_dir {
 public:
@@ -193,6 +217,10 @@ public:
 
   uint16_t port() const {
     return port_;
+  }
+
+  double cpu_seconds() const {
+    return cpu_seconds_of(pid_);
   }
 
   /// Whether the node said it listens with mutual TLS.
@@ -320,11 +348,14 @@ caf::behavior producer(caf::stateful_actor<producer_state>* self,
   return {[](caf::unit_t) {}};
 }
 
-/// One run of the load: its rows per second, and how many RocksDB write
-/// batches (fsyncs) carried them.
+/// One run of the load: its rows per second, how many RocksDB write
+/// batches (fsyncs) carried them, and the CPU time every process involved
+/// spent on it (the cost of the path, which other load on the machine does
+/// not change the way it changes the rate).
 struct measurement {
   double rows_per_s = 0;
   uint64_t write_batches = 0;
+  double cpu_seconds = 0;
 };
 
 /// Rows per second of the load against `buffer`, until its flush answered.
@@ -353,8 +384,10 @@ measurement measure_local(caf::actor_system& sys, const bench_config& cfg) {
   if (!local)
     fail("cannot start the services: " + sys.render(local.error()));
   measurement result;
+  auto cpu_before = own_cpu_seconds();
   result.rows_per_s
     = drive(sys, cfg, caf::actor_cast<caf::actor>((*local)->handles().secrets));
+  result.cpu_seconds = own_cpu_seconds() - cpu_before;
   caf::scoped_actor self{sys};
   self
     ->request((*local)->service<secret_buffer_service>().actors().buffer,
@@ -390,7 +423,9 @@ std::optional<measurement> measure_node(caf::actor_system& sys,
     return std::nullopt;
   }
   measurement result;
+  auto cpu_before = own_cpu_seconds() + node.cpu_seconds();
   result.rows_per_s = drive(sys, cfg, caf::actor_cast<caf::actor>(*gateway));
+  result.cpu_seconds = own_cpu_seconds() + node.cpu_seconds() - cpu_before;
   caf::scoped_actor self{sys};
   self->request(*gateway, request_timeout, stats_atom::value)
     .receive(
@@ -423,7 +458,8 @@ double best(const std::vector<measurement>& runs) {
 
 std::string rows_text(const measurement& run) {
   return std::to_string(std::lround(run.rows_per_s)) + " rows/s in "
-         + std::to_string(run.write_batches) + " write batches";
+         + std::to_string(run.write_batches) + " write batches, "
+         + std::to_string(std::lround(run.cpu_seconds * 1000)) + " ms CPU";
 }
 
 std::string ratio_text(double ratio) {
@@ -530,6 +566,14 @@ nlohmann::ordered_json summary(const bench_config& cfg, const legs& runs) {
     return std::round(static_cast<double>(cfg.entries)
                       / std::max<uint64_t>(run.write_batches, 1));
   };
+  // CPU microseconds per row, median over the rounds.
+  auto cpu_per_row = [&](const std::vector<measurement>& xs) {
+    std::vector<double> us;
+    for (auto& run : xs)
+      us.push_back(run.cpu_seconds * 1e6 / cfg.entries);
+    std::sort(us.begin(), us.end());
+    return round2(us[us.size() / 2]);
+  };
   auto& remote = runs.remote;
   return {
     {"bench", "remote"},
@@ -551,6 +595,9 @@ nlohmann::ordered_json summary(const bench_config& cfg, const legs& runs) {
     {"local_rows_per_write", rows_per_write(runs.local)},
     {"remote_rows_per_write", rows_per_write(remote)},
     {"tls_rows_per_write", or_null(runs.tls, rows_per_write)},
+    {"local_cpu_us_per_row", cpu_per_row(runs.local)},
+    {"remote_cpu_us_per_row", cpu_per_row(remote)},
+    {"tls_cpu_us_per_row", or_null(runs.tls, cpu_per_row)},
     {"load_average", load_average()},
   };
 }
