@@ -1,0 +1,623 @@
+// scripts/bench remote: durable secret throughput, rows per second until a
+// flush confirms every entry, of the same load three ways, in one run:
+// - local: the services started in this process (start_services) over a
+//   fresh database with durability `synced`;
+// - remote: this process as a client of a real coalesce-node child on
+//   127.0.0.1 (fresh data directory, port 0), through connect_node;
+// - tls: the same against a node started with a certificate, the client's
+//   actor system with libcaf_openssl loaded (certificates from
+//   scripts/make-certs in a temporary directory).
+// The load is one producer sending batches (`queue` with a vector of
+// entries), keeping `window` requests in flight, then one `flush`; the node
+// defaults are the settings of all three. Every measurement gets a fresh
+// database (and node). The disk's fsync rate swings within minutes here, so
+// the three are interleaved (local, remote, tls, local, ...) for `rounds`
+// rounds and compared best with best (medians reported beside). The last
+// line is one JSON object.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "coalesce/client/connect.hpp"
+#include "coalesce/client/tls_files.hpp"
+#include "coalesce/messages/registration.hpp"
+#include "coalesce/node/services.hpp"
+
+extern char** environ;
+
+using namespace coalesce;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+/// The directory this binary sits in (the build's bin/, where coalesce-node
+/// is too).
+std::string own_directory() {
+  char path[PATH_MAX];
+  auto n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0)
+    return ".";
+  std::string result(path, static_cast<std::size_t>(n));
+  return result.substr(0, result.rfind('/'));
+}
+
+struct bench_config : caf::actor_system_config {
+  std::size_t entries = 200'000;
+  std::size_t batch = 256;
+  // 16 x 256 entries in flight fill the buffer's default pending limit
+  // (4,096): over a socket the answers take longer, and with 8 in flight the
+  // remote producer, not the disk, set the pace (remote_vs_local 0.78 at 8,
+  // 0.94 at 16 in one run; both wrote full batches of ~2,040 rows).
+  std::size_t window = 16;
+  std::size_t rounds = 5;
+  std::string dir = "/tmp";
+  std::string node = own_directory() + "/coalesce-node";
+  std::string make_certs = COALESCE_SOURCE_DIR "/scripts/make-certs";
+  bool plain_only = false;
+
+  bench_config() {
+    register_message_types(*this);
+    load<caf::io::middleman>();
+    opt_group{custom_options_, "bench"}
+      .add(entries, "entries", "entries per measurement")
+      .add(batch, "batch", "entries in one queue request")
+      .add(window, "window", "queue requests in flight")
+      .add(rounds, "rounds", "rounds of interleaved measurements (>= 1)")
+      .add(dir, "dir", "where the fresh databases and certificates are made")
+      .add(node, "node", "the coalesce-node binary")
+      .add(make_certs, "make-certs", "the scripts/make-certs script")
+      .add(plain_only, "plain-only", "skip the TLS leg");
+  }
+};
+
+/// The client side of the TLS leg: a second actor system, since one that
+/// loaded the openssl manager connects through TLS only.
+struct tls_client_config : caf::actor_system_config {
+  explicit tls_client_config(const tls_files& files) {
+    register_message_types(*this);
+    load<caf::io::middleman>();
+    load<caf::openssl::manager>();
+    set_tls_files(*this, files);
+  }
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  std::cerr << "bench remote: " << what << '\n';
+  std::exit(EXIT_FAILURE);
+}
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+/// CPU seconds (user and system) this process used so far.
+double own_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+/// CPU seconds (user and system) process `pid` used so far, from
+/// /proc/PID/stat (utime and stime, the 14th and 15th fields).
+double cpu_seconds_of(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  // The command name in parentheses may hold spaces: count after it.
+  std::istringstream fields{text.substr(text.rfind(')') + 1)};
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i >= 14)
+      ticks += std::stod(field);
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+/// A fresh directory, removed afterwards.
+class temp_dir {
+public:
+  explicit temp_dir(const std::string& base, const char* what) {
+    std::string pattern = base + "/coalesce-bench-" + what + "-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr)
+      fail("cannot create a directory under " + base);
+    path_ = pattern;
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+
+  ~temp_dir() {
+    std::string cmd = "rm -rf '" + path_ + "'";
+    static_cast<void>(std::system(cmd.c_str()));
+  }
+
+  const std::string& path() const {
+    return path_;
+  }
+
+private:
+  std::string path_;
+};
+
+/// A coalesce-node child on 127.0.0.1 with its database in `dir`, a free
+/// port and its log in dir/node.log; stopped with SIGTERM on destruction.
+class node_process {
+public:
+  node_process(const bench_config& cfg, const std::string& dir,
+               const std::vector<std::string>& extra_args)
+    : log_(dir + "/node.log") {
+    std::vector<std::string> args{cfg.node,
+                                  "--coalesce.host=127.0.0.1",
+                                  "--coalesce.port=0",
+                                  "--coalesce.db-path=" + dir + "/db",
+                                  "--coalesce.stats-interval=0s",
+                                  "--coalesce.log-level=info"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    std::vector<char*> argv;
+    for (auto& arg : args)
+      argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+    auto spawned = posix_spawn(&pid_, cfg.node.c_str(), &files, nullptr,
+                               argv.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    if (spawned != 0)
+      fail("cannot start " + cfg.node + ": " + std::strerror(spawned));
+    port_ = await_listening();
+  }
+
+  node_process(const node_process&) = delete;
+  node_process& operator=(const node_process&) = delete;
+
+  /// SIGTERM, then waits for the node to write everything and exit.
+  ~node_process() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    if (!wait_exit(std::chrono::seconds{60}, status)) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      std::cerr << "bench remote: the node did not stop within 60s\n";
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::cerr << "bench remote: the node exited with status " << status
+                << ":\n"
+                << log_text();
+    }
+  }
+
+  uint16_t port() const {
+    return port_;
+  }
+
+  double cpu_seconds() const {
+    return cpu_seconds_of(pid_);
+  }
+
+  /// Whether the node said it listens with mutual TLS.
+  bool tls() const {
+    return tls_;
+  }
+
+  std::string log_text() const {
+    std::ifstream in{log_};
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+private:
+  bool wait_exit(std::chrono::seconds limit, int& status) {
+    auto deadline = clock_type::now() + limit;
+    while (clock_type::now() < deadline) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+    return false;
+  }
+
+  /// Polls the log for the node's "listening on" line (a real event, with
+  /// a generous deadline), as the process tests do.
+  uint16_t await_listening() {
+    static const std::regex listening{
+      "listening on [0-9.]+:([0-9]+)( \\(mutual TLS\\))?"};
+    auto deadline = clock_type::now() + std::chrono::seconds{30};
+    while (clock_type::now() < deadline) {
+      std::smatch found;
+      auto text = log_text();
+      if (std::regex_search(text, found, listening)) {
+        tls_ = found[2].matched;
+        return static_cast<uint16_t>(std::stoi(found[1].str()));
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        fail("the node exited during start-up:\n" + text);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+    fail("the node did not log 'listening on' within 30s:\n" + log_text());
+  }
+
+  std::string log_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  bool tls_ = false;
+};
+
+secret_entry make_entry(std::size_t i) {
+  auto id = std::to_string(i);
+  return secret_entry{"1203630" + std::to_string(i % 997) + "@g.us",
+                      "55119876" + std::to_string(i % 8191) + "@s.whatsapp.net",
+                      "3EB0" + id,
+                      std::vector<uint8_t>(secret_size, static_cast<uint8_t>(i)),
+                      0, 1'700'000'000};
+}
+
+std::vector<std::vector<secret_entry>> make_batches(const bench_config& cfg) {
+  std::vector<std::vector<secret_entry>> batches;
+  for (std::size_t i = 0; i < cfg.entries; i += cfg.batch) {
+    std::vector<secret_entry> batch;
+    for (auto j = i; j < std::min(cfg.entries, i + cfg.batch); ++j)
+      batch.push_back(make_entry(j));
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+/// Every remote request has a finite timeout; this one is generous, the
+/// disk may be slow for seconds.
+constexpr auto request_timeout = std::chrono::seconds{60};
+
+struct producer_state {
+  std::vector<std::vector<secret_entry>> batches;
+  std::size_t next = 0;
+  std::size_t answered = 0;
+};
+
+/// Sends the batches with at most `window` in flight, then one flush, and
+/// quits when the flush was answered (with the error if anything failed).
+caf::behavior producer(caf::stateful_actor<producer_state>* self,
+                       caf::actor buffer,
+                       std::vector<std::vector<secret_entry>> batches,
+                       std::size_t window) {
+  self->state.batches = std::move(batches);
+  auto on_error = [self](caf::error& err) { self->quit(err); };
+  auto flush = [self, buffer, on_error] {
+    self->request(buffer, request_timeout, flush_atom::value)
+      .then([self](ok_atom) { self->quit(); }, on_error);
+  };
+  auto send_next = std::make_shared<std::function<void()>>();
+  *send_next = [self, buffer, send_next, flush, on_error] {
+    auto& st = self->state;
+    if (st.next == st.batches.size())
+      return;
+    self->request(buffer, request_timeout, queue_atom::value,
+                  std::move(st.batches[st.next++]))
+      .then(
+        [self, send_next, flush](ok_atom) {
+          if (++self->state.answered == self->state.batches.size()) {
+            // The callback holds itself: release it, or it leaks.
+            *send_next = nullptr;
+            flush();
+          } else {
+            (*send_next)();
+          }
+        },
+        [send_next, on_error](caf::error& err) {
+          *send_next = nullptr;
+          on_error(err);
+        });
+  };
+  for (std::size_t i = 0; i < window; ++i)
+    (*send_next)();
+  if (self->state.batches.empty()) {
+    *send_next = nullptr;
+    flush();
+  }
+  return {[](caf::unit_t) {}};
+}
+
+/// One run of the load: its rows per second, how many RocksDB write
+/// batches (fsyncs) carried them, and the CPU time every process involved
+/// spent on it (the cost of the path, which other load on the machine does
+/// not change the way it changes the rate).
+struct measurement {
+  double rows_per_s = 0;
+  uint64_t write_batches = 0;
+  double cpu_seconds = 0;
+};
+
+/// Rows per second of the load against `buffer`, until its flush answered.
+double drive(caf::actor_system& sys, const bench_config& cfg,
+             caf::actor buffer) {
+  auto batches = make_batches(cfg);
+  caf::scoped_actor self{sys};
+  auto start = clock_type::now();
+  auto load = sys.spawn(producer, std::move(buffer), std::move(batches),
+                        cfg.window);
+  caf::error failure;
+  self->monitor(load);
+  self->receive([&](caf::down_msg& down) { failure = down.reason; });
+  auto elapsed = seconds_since(start);
+  if (failure && failure != caf::exit_reason::normal)
+    fail("the load failed: " + sys.render(failure));
+  return cfg.entries / elapsed;
+}
+
+measurement measure_local(caf::actor_system& sys, const bench_config& cfg) {
+  temp_dir dir{cfg.dir, "local"};
+  service_settings settings;
+  settings.db_path = dir.path() + "/db";
+  settings.durability = "synced";
+  auto local = start_services(sys, settings);
+  if (!local)
+    fail("cannot start the services: " + sys.render(local.error()));
+  measurement result;
+  auto cpu_before = own_cpu_seconds();
+  result.rows_per_s
+    = drive(sys, cfg, caf::actor_cast<caf::actor>((*local)->handles().secrets));
+  result.cpu_seconds = own_cpu_seconds() - cpu_before;
+  caf::scoped_actor self{sys};
+  self
+    ->request((*local)->service<secret_buffer_service>().actors().buffer,
+              request_timeout, stats_atom::value)
+    .receive(
+      [&](const secret_buffer_stats& stats) {
+        result.write_batches = stats.batches_written;
+      },
+      [&](caf::error& err) { fail("local stats: " + sys.render(err)); });
+  if (!(*local)->stop(std::chrono::seconds{60}))
+    fail("the local services did not write everything");
+  return result;
+}
+
+/// The remote load against a fresh node started with `node_args`, through
+/// `sys` (plain or TLS); nothing if it cannot connect.
+std::optional<measurement> measure_node(caf::actor_system& sys,
+                                   const bench_config& cfg, const char* what,
+                                   const std::vector<std::string>& node_args) {
+  temp_dir dir{cfg.dir, what};
+  node_process node{cfg, dir.path(), node_args};
+  // The TLS leg must measure TLS: the node says how it listens.
+  if (node.tls() != !node_args.empty()) {
+    std::cerr << "bench remote: " << what << ": the node listens "
+              << (node.tls() ? "with" : "without") << " mutual TLS\n";
+    return std::nullopt;
+  }
+  auto gateway = connect_node(sys, "127.0.0.1", node.port(),
+                              std::chrono::seconds{10});
+  if (!gateway) {
+    std::cerr << "bench remote: " << what << ": "
+              << unreachable_sentence(sys, gateway.error()) << '\n';
+    return std::nullopt;
+  }
+  measurement result;
+  auto cpu_before = own_cpu_seconds() + node.cpu_seconds();
+  result.rows_per_s = drive(sys, cfg, caf::actor_cast<caf::actor>(*gateway));
+  result.cpu_seconds = own_cpu_seconds() + node.cpu_seconds() - cpu_before;
+  caf::scoped_actor self{sys};
+  self->request(*gateway, request_timeout, stats_atom::value)
+    .receive(
+      [&](const node_stats& stats) {
+        result.write_batches = stats.secrets.batches_written;
+      },
+      [&](caf::error& err) { fail("node stats: " + sys.render(err)); });
+  return result;
+}
+
+double median(std::vector<measurement> runs) {
+  std::vector<double> xs;
+  for (auto& run : runs)
+    xs.push_back(run.rows_per_s);
+  std::sort(xs.begin(), xs.end());
+  auto n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+const measurement& best_run(const std::vector<measurement>& runs) {
+  return *std::max_element(runs.begin(), runs.end(),
+                           [](auto& x, auto& y) {
+                             return x.rows_per_s < y.rows_per_s;
+                           });
+}
+
+double best(const std::vector<measurement>& runs) {
+  return best_run(runs).rows_per_s;
+}
+
+std::string rows_text(const measurement& run) {
+  return std::to_string(std::lround(run.rows_per_s)) + " rows/s in "
+         + std::to_string(run.write_batches) + " write batches, "
+         + std::to_string(std::lround(run.cpu_seconds * 1000)) + " ms CPU";
+}
+
+std::string ratio_text(double ratio) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%.2f", ratio);
+  return text;
+}
+
+/// The machine's 1-minute load average: what else was running shapes the
+/// figures on a shared 2-core machine.
+double load_average() {
+  double one_minute = 0;
+  std::ifstream{"/proc/loadavg"} >> one_minute;
+  return one_minute;
+}
+
+/// Runs scripts/make-certs into `dir`; false (with a note) if it fails.
+bool make_certificates(const bench_config& cfg, const std::string& dir) {
+  std::string cmd = "'" + cfg.make_certs + "' '" + dir + "' >/dev/null";
+  if (std::system(cmd.c_str()) == 0)
+    return true;
+  std::cerr << "bench remote: " << cfg.make_certs << " failed\n";
+  return false;
+}
+
+/// The measurements of every round, per leg (tls empty when skipped).
+struct legs {
+  std::vector<measurement> local;
+  std::vector<measurement> remote;
+  std::vector<measurement> tls;
+};
+
+/// The TLS client: its own actor system over the client certificate of
+/// `certs`; null (with a note) when the certificates cannot be made.
+struct tls_client {
+  std::unique_ptr<tls_client_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+};
+
+tls_client start_tls_client(const bench_config& cfg,
+                            const std::string& certs) {
+  tls_client result;
+  if (cfg.plain_only || !make_certificates(cfg, certs))
+    return result;
+  tls_files client{certs + "/client.pem", certs + "/client-key.pem", "",
+                   certs + "/ca.pem", ""};
+  // CAF aborts on a bad file: check first, as every client does.
+  if (auto problem = check_tls_files(client); !problem.empty())
+    fail("the client's TLS files: " + problem);
+  result.cfg = std::make_unique<tls_client_config>(client);
+  result.sys = std::make_unique<caf::actor_system>(*result.cfg);
+  return result;
+}
+
+/// Local, remote and tls in turn, `rounds` times, a line per round.
+legs run_rounds(caf::actor_system& sys, const bench_config& cfg,
+                const std::string& certs) {
+  auto client = start_tls_client(cfg, certs);
+  std::vector<std::string> tls_node_args{
+    "--openssl.certificate=" + certs + "/node.pem",
+    "--openssl.key=" + certs + "/node-key.pem",
+    "--openssl.cafile=" + certs + "/ca.pem"};
+  legs result;
+  for (std::size_t round = 1; round <= cfg.rounds; ++round) {
+    auto& local = result.local.emplace_back(measure_local(sys, cfg));
+    auto plain = measure_node(sys, cfg, "remote", {});
+    if (!plain)
+      fail("cannot reach the plain node");
+    auto& remote = result.remote.emplace_back(*plain);
+    auto line = "round " + std::to_string(round) + " local: "
+                + rows_text(local) + "; remote: " + rows_text(remote) + " ("
+                + ratio_text(remote.rows_per_s / local.rows_per_s) + ")";
+    if (client.sys) {
+      if (auto secured = measure_node(*client.sys, cfg, "tls",
+                                      tls_node_args)) {
+        auto& tls = result.tls.emplace_back(*secured);
+        line += "; tls: " + rows_text(tls) + " ("
+                + ratio_text(tls.rows_per_s / remote.rows_per_s)
+                + " of remote)";
+      } else {
+        std::cerr << "bench remote: the TLS leg is skipped: no TLS "
+                     "connection to a node started with --openssl.* "
+                     "(does this coalesce-node publish through TLS?)\n";
+        client.sys.reset();
+      }
+    }
+    std::cout << line << std::endl;
+  }
+  return result;
+}
+
+/// The last line: best of each leg (and the medians), ratios of the bests.
+nlohmann::ordered_json summary(const bench_config& cfg, const legs& runs) {
+  auto round2 = [](double x) { return std::round(x * 100) / 100; };
+  auto or_null = [](const std::vector<measurement>& xs, auto f) {
+    return xs.empty() ? nlohmann::json(nullptr) : nlohmann::json(f(xs));
+  };
+  auto best_rows = [](const std::vector<measurement>& xs) {
+    return std::round(best(xs));
+  };
+  // Rows per fsync of the best run: how well the buffer coalesced.
+  auto rows_per_write = [&](const std::vector<measurement>& xs) {
+    auto& run = best_run(xs);
+    return std::round(static_cast<double>(cfg.entries)
+                      / std::max<uint64_t>(run.write_batches, 1));
+  };
+  // CPU microseconds per row, median over the rounds.
+  auto cpu_per_row = [&](const std::vector<measurement>& xs) {
+    std::vector<double> us;
+    for (auto& run : xs)
+      us.push_back(run.cpu_seconds * 1e6 / cfg.entries);
+    std::sort(us.begin(), us.end());
+    return round2(us[us.size() / 2]);
+  };
+  auto& remote = runs.remote;
+  return {
+    {"bench", "remote"},
+    {"entries", cfg.entries},
+    {"batch", cfg.batch},
+    {"window", cfg.window},
+    {"rounds", cfg.rounds},
+    {"local_rows_per_s", best_rows(runs.local)},
+    {"remote_rows_per_s", best_rows(remote)},
+    {"tls_rows_per_s", or_null(runs.tls, best_rows)},
+    {"remote_vs_local", round2(best(remote) / best(runs.local))},
+    {"tls_vs_plain", or_null(runs.tls, [&](auto& xs) {
+       return round2(best(xs) / best(remote));
+     })},
+    {"median_remote_vs_local", round2(median(remote) / median(runs.local))},
+    {"median_tls_vs_plain", or_null(runs.tls, [&](auto& xs) {
+       return round2(median(xs) / median(remote));
+     })},
+    {"local_rows_per_write", rows_per_write(runs.local)},
+    {"remote_rows_per_write", rows_per_write(remote)},
+    {"tls_rows_per_write", or_null(runs.tls, rows_per_write)},
+    {"local_cpu_us_per_row", cpu_per_row(runs.local)},
+    {"remote_cpu_us_per_row", cpu_per_row(remote)},
+    {"tls_cpu_us_per_row", or_null(runs.tls, cpu_per_row)},
+    {"load_average", load_average()},
+  };
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bench_config cfg;
+  if (auto err = cfg.parse(argc, argv))
+    fail("invalid options: " + to_string(err));
+  if (cfg.cli_helptext_printed)
+    return EXIT_SUCCESS;
+  if (cfg.entries == 0 || cfg.batch == 0 || cfg.window == 0 || cfg.rounds == 0)
+    fail("--bench.entries, --bench.batch, --bench.window and --bench.rounds "
+         "must be positive");
+  // The in-process services log like a node; only their trouble matters here.
+  spdlog::set_level(spdlog::level::warn);
+  caf::actor_system sys{cfg};
+  temp_dir certs{cfg.dir, "certs"};
+  auto runs = run_rounds(sys, cfg, certs.path());
+  std::cout << summary(cfg, runs).dump() << std::endl;
+  return EXIT_SUCCESS;
+}
