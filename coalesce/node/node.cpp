@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "coalesce/actors/node_gateway.hpp"
+#include "coalesce/node/metrics.hpp"
 #include "coalesce/node/services.hpp"
 
 namespace coalesce {
@@ -85,6 +86,17 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   }
   spdlog::info("listening on {}:{}{}", settings.host, *port,
                tls ? " (mutual TLS)" : "");
+  auto metrics = start_metrics(sys, gateway, local.database(), settings.host,
+                               settings.metrics);
+  if (!metrics) {
+    spdlog::critical("{}", sys.render(metrics.error()));
+    unpublish_gateway(sys, gateway, *port);
+    stop_gateway(sys, gateway);
+    local.stop(settings.shutdown_timeout);
+    return EXIT_FAILURE;
+  }
+  if (*metrics)
+    spdlog::info("metrics on {}", (*metrics)->address());
   caf::actor reporter;
   if (settings.stats_interval.count() > 0)
     reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
@@ -96,6 +108,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                caf::deep_to_string(settings.shutdown_timeout));
   if (reporter)
     caf::anon_send_exit(reporter, caf::exit_reason::user_shutdown);
+  metrics->reset();
   // One deadline for the whole shutdown.
   auto deadline = std::chrono::steady_clock::now() + settings.shutdown_timeout;
   {

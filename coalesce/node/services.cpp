@@ -62,6 +62,10 @@ service_handles local_services::handles() const {
   return result;
 }
 
+std::shared_ptr<storage::database> local_services::database() const {
+  return parts_->db;
+}
+
 const hosted_services& local_services::hosted() const {
   return parts_->services;
 }

@@ -13,6 +13,10 @@
 #include "coalesce/messages/node_interface.hpp"
 #include "coalesce/node/settings.hpp"
 
+namespace coalesce::storage {
+class database;
+} // namespace coalesce::storage
+
 /// coalesce's public entry points for an application: start the services
 /// inside the application's own `actor_system`, or connect to a running
 /// node, and get the same typed handles either way, so that application
@@ -51,6 +55,9 @@ public:
   const Service& service() const {
     return std::get<Service>(hosted());
   }
+
+  /// The database they share (the node's metrics read its state).
+  std::shared_ptr<storage::database> database() const;
 
   /// Stops the services within `deadline`: each winds down in the reverse
   /// of the start order (the persister writes every queued session and

@@ -7,6 +7,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <spdlog/spdlog.h>
 
@@ -77,6 +78,26 @@ caf::error to_error(const rocksdb::Status& status, const char* what) {
 
 namespace {
 
+/// Records the duration of every file sync RocksDB makes. RocksDB measures
+/// them itself once a listener asks for file I/O events.
+class sync_listener : public rocksdb::EventListener {
+public:
+  explicit sync_listener(latency_recorder& recorder) : recorder_(recorder) {
+    // nop
+  }
+
+  bool ShouldBeNotifiedOnFileIO() override {
+    return true;
+  }
+
+  void OnFileSyncFinish(const rocksdb::FileOperationInfo& info) override {
+    recorder_.record(info.duration);
+  }
+
+private:
+  latency_recorder& recorder_;
+};
+
 /// Opens the RocksDB instance of `state.options` into `state`: every family
 /// the directory has, plus the ones this build needs. Read-only when a
 /// writable open failed during a fault, so reads keep working meanwhile.
@@ -91,6 +112,9 @@ caf::error open_into(database::impl& state, bool read_only = false) {
   if (!state.info_log)
     state.info_log = make_rocksdb_logger();
   db_options.info_log = state.info_log;
+  // The recorder outlives every instance: it is a member of `state`.
+  db_options.listeners.push_back(
+    std::make_shared<sync_listener>(state.fsync_latency));
   // No automatic resume after a retryable error: the owner reopens after
   // every failed write (see `reopen`), and a Close() while RocksDB's own
   // resume thread runs hangs in RocksDB 7.8 (measured: CloseHelper waited
@@ -319,6 +343,25 @@ uint64_t database::generation() const {
 
 uint64_t database::reopens() const {
   return impl_->reopens;
+}
+
+database_status database::status() const {
+  std::shared_lock<std::shared_mutex> in_use{impl_->mutex};
+  database_status result;
+  result.state = impl_->current_health;
+  result.writable = impl_->writable();
+  result.read_only = impl_->read_only;
+  result.generation = impl_->generation;
+  result.reopens = impl_->reopens;
+  return result;
+}
+
+const latency_recorder& database::write_latency() const {
+  return impl_->write_latency;
+}
+
+const latency_recorder& database::fsync_latency() const {
+  return impl_->fsync_latency;
 }
 
 durability database::mode() const {

@@ -7,6 +7,7 @@
 #include <caf/expected.hpp>
 
 #include "coalesce/storage/durability.hpp"
+#include "coalesce/storage/latency_recorder.hpp"
 
 namespace rocksdb {
 class FileSystem;
@@ -80,6 +81,17 @@ enum class health : uint8_t {
   down,
 };
 
+/// What the database can say of its state at one moment (the metrics).
+struct database_status {
+  health state = health::healthy;
+  /// What `healthy()` answers.
+  bool writable = true;
+  /// A read-only instance serves reads while reopening fails.
+  bool read_only = false;
+  uint64_t generation = 1;
+  uint64_t reopens = 0;
+};
+
 class database {
 public:
   struct impl;
@@ -133,6 +145,19 @@ public:
 
   /// Reopens attempted since `open` (stats and tests).
   uint64_t reopens() const;
+
+  /// The state as `recover` left it; takes the shared lock, so it waits
+  /// for a reopen in progress.
+  database_status status() const;
+
+  /// How long each write batch took in RocksDB (a synced one includes its
+  /// WAL fsync), the format version's write excepted.
+  const latency_recorder& write_latency() const;
+
+  /// How long each file sync RocksDB made took (fsync or fdatasync of the
+  /// WAL, of new table files and of the MANIFEST), as RocksDB's listener
+  /// reports them.
+  const latency_recorder& fsync_latency() const;
 
   /// The durability of writes that do not choose their own.
   durability mode() const;

@@ -17,6 +17,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
@@ -60,6 +61,9 @@ struct database::impl {
   std::atomic<uint64_t> failed_generation{0};
   /// Reopens attempted since the database was opened.
   std::atomic<uint64_t> reopens{0};
+  /// Written by every storage write (`write`) and by RocksDB's listener.
+  latency_recorder write_latency;
+  latency_recorder fsync_latency;
   /// Why the last reopen failed, none after one succeeded: the answer to
   /// writers whose failed instance was replaced by a failed reopen.
   caf::error last_reopen_error;
@@ -82,6 +86,16 @@ struct database::impl {
     rocksdb::WriteOptions result;
     result.sync = mode.value_or(options.mode) == durability::synced;
     return result;
+  }
+
+  /// Writes `batch` as `mode` says and records how long RocksDB took.
+  /// Called under the shared lock.
+  rocksdb::Status write(std::optional<durability> mode,
+                        rocksdb::WriteBatch* batch) {
+    auto start = std::chrono::steady_clock::now();
+    auto status = db->Write(write_options(mode), batch);
+    write_latency.record(std::chrono::steady_clock::now() - start);
+    return status;
   }
 
   /// Notes `failure` against the current instance when it came from

@@ -107,7 +107,7 @@ caf::error write_all(database& db, const Writes& writes,
       if (!status.ok())
         return to_error(status, "building the secrets batch");
     }
-    return to_error(state.db->Write(state.write_options(mode), &batch),
+    return to_error(state.write(mode, &batch),
                     "writing the secrets batch");
   });
 }

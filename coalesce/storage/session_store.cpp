@@ -226,7 +226,7 @@ save_session_group(database& db, const std::vector<session_write>& writes,
     if (batch.Count() == 0)
       return caf::none;
     result.written = true;
-    return to_error(state.db->Write(state.write_options(mode), &batch),
+    return to_error(state.write(mode, &batch),
                     "writing the session batch");
   });
   return result;
@@ -251,7 +251,7 @@ caf::error erase_session(database& db, const std::string& session,
                                  prefix_end(prefix));
     if (!status.ok())
       return to_error(status, "building the session delete");
-    return to_error(state.db->Write(state.write_options(mode), &batch),
+    return to_error(state.write(mode, &batch),
                     "deleting the session");
   });
 }

@@ -82,7 +82,7 @@ read_counter(database::impl& state, const std::string& key, const char* what,
 
 caf::error write_batch(database::impl& state, rocksdb::WriteBatch& batch,
                        std::optional<durability> mode, const char* what) {
-  return to_error(state.db->Write(state.write_options(mode), &batch), what);
+  return to_error(state.write(mode, &batch), what);
 }
 
 /// The opening of every timeline function: an open database (see

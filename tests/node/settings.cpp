@@ -117,4 +117,5 @@ CAF_TEST(every invalid value is refused with a sentence naming its key) {
   refused(
     [](node_settings& x) { x.stats_interval = -std::chrono::seconds{1}; },
     "stats-interval");
+  refused([](node_settings& x) { x.metrics.port = x.port; }, "metrics-port");
 }
