@@ -41,10 +41,20 @@ struct connector_script {
     held;
 };
 
-node_connector_actor::behavior_type
-stand_in_connector(node_connector_actor::pointer self,
+using open_atom = atom_constant<atom("open")>;
+
+/// The stand-in's own message: answer the held connects with the target
+/// (promises are delivered from inside their actor, hence a message).
+using stand_in_actor = node_connector_actor::extend<reacts_to<open_atom>>;
+
+stand_in_actor::behavior_type
+stand_in_connector(stand_in_actor::pointer self,
                    std::shared_ptr<connector_script> script) {
   return {
+    [self, script](open_atom) {
+      for (auto& held : std::exchange(script->held, {}))
+        held.deliver(self->node(), script->target, script->interface);
+    },
     [self, script](connect_atom, std::string& host, uint16_t port)
       -> result<node_id, strong_actor_ptr, std::set<std::string>> {
       script->asked.emplace_back(host, port);
@@ -78,7 +88,7 @@ struct remote_pager_fixture : test_coordinator_fixture<test_config> {
   timeline_actor remote_timeline;
   std::shared_ptr<connector_script> script
     = std::make_shared<connector_script>();
-  node_connector_actor connector;
+  stand_in_actor connector;
   pager_actor pager;
   scheduler_actor scheduler;
 
@@ -214,6 +224,20 @@ CAF_TEST(a waiting request learns that the connection was not answered) {
   auto sentence = sys.render(next_error(self));
   CAF_CHECK(contains(sentence, "10.0.0.2:4301 did not answer the connection "
                                "within 2s"));
+}
+
+CAF_TEST(requests that arrive while connecting share one connection) {
+  append("!r", {"e1", "e2"});
+  script->silent = true;
+  self->send(pager, page_atom::value, std::string{"!r"}, uint32_t{1});
+  self->send(pager, page_atom::value, std::string{"!r"}, uint32_t{2});
+  sched.run();
+  CAF_CHECK_EQUAL(script->asked.size(), 1u);
+  // The connection opens: both pages are answered by the other node.
+  self->send(connector, open_atom::value);
+  sched.run();
+  CAF_CHECK_EQUAL(next_reply<timeline_page>(sys, self).events.size(), 1u);
+  CAF_CHECK_EQUAL(next_reply<timeline_page>(sys, self).events.size(), 2u);
 }
 
 CAF_TEST(a peer that does not serve pages is refused) {
