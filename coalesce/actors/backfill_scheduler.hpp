@@ -96,10 +96,15 @@ struct scheduler_options {
   /// `result_bookkeeping_bytes` per result); the oldest are forgotten
   /// first.
   std::size_t results_memory = std::size_t{64} << 20;
+  /// "host:port" of the node whose timeline the scheduler pages (through
+  /// coalesce/actors/remote_pager.hpp); empty: the node's own timeline. The
+  /// node reads it when it picks the scheduler's pager.
+  std::string remote_pager;
 
   /// Registers the settings under a config group (`scheduler-max-concurrent`,
   /// `scheduler-max-queued`, `scheduler-max-concurrent-{low,normal,high}`,
-  /// `scheduler-pager-timeout`, `scheduler-results-memory`), each described
+  /// `scheduler-pager-timeout`, `scheduler-results-memory`,
+  /// `scheduler-remote-pager`), each described
   /// with its default; parsing the config then writes into this object.
   void add_to(caf::config_option_adder& adder);
 

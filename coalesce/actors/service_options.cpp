@@ -8,6 +8,7 @@
 
 #include "coalesce/actors/backfill_scheduler.hpp"
 #include "coalesce/actors/option_text.hpp"
+#include "coalesce/actors/remote_pager.hpp"
 #include "coalesce/actors/secret_buffer.hpp"
 
 namespace coalesce {
@@ -62,7 +63,11 @@ void scheduler_options::add_to(caf::config_option_adder& adder) {
     .add(results_memory, "scheduler-results-memory",
          described("bytes of finished backfill results kept for a later "
                    "await (> 0)",
-                   results_memory));
+                   results_memory))
+    .add(remote_pager, "scheduler-remote-pager",
+         described("host:port of the node whose timeline the scheduler "
+                   "pages (empty: this node's own)",
+                   remote_pager));
 }
 
 std::string scheduler_options::validate(const std::string& group) const {
@@ -75,6 +80,11 @@ std::string scheduler_options::validate(const std::string& group) const {
   if (pager_timeout.count() <= 0)
     return option_key(group, "scheduler-pager-timeout") + " = "
            + caf::deep_to_string(pager_timeout) + " must be positive";
+  if (!remote_pager.empty() && !parse_node_address(remote_pager))
+    return option_key(group, "scheduler-remote-pager") + " = \""
+           + remote_pager
+           + "\" must be host:port with a port in 1..65535, or empty for "
+             "this node's own timeline";
   return {};
 }
 

@@ -24,13 +24,14 @@ using pager_actor = caf::typed_actor<
   caf::replies_to<page_atom, std::string, uint32_t>::with<timeline_page>,
   caf::replies_to<commit_atom, std::string, page_cursor>::with<ok_atom>>;
 
-/// The requests a node's gateway forwards to the timeline: appends events
-/// (oldest first), answering how many were stored.
-using timeline_requests = caf::typed_actor<
-  caf::replies_to<append_atom, std::string,
-                  std::vector<timeline_event>>::with<uint64_t>>;
+/// The requests a node's gateway forwards to the timeline: the pager's (a
+/// scheduler on another node pages this one's timeline through them, see
+/// coalesce/actors/remote_pager.hpp), and appends of events (oldest first),
+/// answering how many were stored.
+using timeline_requests = pager_actor::extend<caf::replies_to<
+  append_atom, std::string, std::vector<timeline_event>>::with<uint64_t>>;
 
 /// The stored timeline: a pager that also appends.
-using timeline_actor = pager_actor::extend_with<timeline_requests>;
+using timeline_actor = timeline_requests;
 
 } // namespace coalesce

@@ -15,17 +15,28 @@
 
 namespace coalesce {
 
+/// A remote pager (coalesce/actors/remote_pager.hpp) for the node at
+/// `options.remote_pager`, connecting through the system's middleman (the
+/// TLS one when the system loaded `caf::openssl::manager`) within the
+/// pager timeout: a run cannot wait longer for its page anyway.
+pager_actor spawn_node_remote_pager(caf::actor_system& sys,
+                                    const scheduler_options& options);
+
 /// The back-pagination scheduler as a node hosts it (an entry of
 /// `hosted_services`, coalesce/node/service_list.hpp): paging through the
-/// node's own timeline, stopped by cancelling every run (its callers are
-/// answered) before the services after it wind down.
+/// node's own timeline, or with `scheduler-remote-pager` set through the
+/// timeline of that node (the own timeline service is hosted all the same);
+/// stopped by cancelling every run (its callers are answered) before the
+/// services after it wind down.
 class backfill_service {
 public:
   template <class Options, class Earlier>
   void start(caf::actor_system& sys, const std::shared_ptr<storage::database>&,
              const Options& options, const Earlier& earlier) {
-    const auto& timeline = std::get<timeline_service>(earlier).actor();
-    actor_ = spawn_backfill_scheduler(sys, timeline, options.scheduler);
+    pager_actor pager = std::get<timeline_service>(earlier).actor();
+    if (!options.scheduler.remote_pager.empty())
+      pager = remote_pager_ = spawn_node_remote_pager(sys, options.scheduler);
+    actor_ = spawn_backfill_scheduler(sys, pager, options.scheduler);
   }
 
   void add_handles(service_handles& handles) const {
@@ -40,7 +51,10 @@ public:
   }
 
   std::vector<caf::actor> to_exit() const {
-    return {caf::actor_cast<caf::actor>(actor_)};
+    std::vector<caf::actor> actors{caf::actor_cast<caf::actor>(actor_)};
+    if (remote_pager_)
+      actors.push_back(caf::actor_cast<caf::actor>(remote_pager_));
+    return actors;
   }
 
   std::vector<caf::actor> to_wait_for() const {
@@ -55,6 +69,8 @@ public:
 
 private:
   scheduler_actor actor_;
+  /// Null unless the scheduler pages another node's timeline.
+  pager_actor remote_pager_;
 };
 
 } // namespace coalesce
