@@ -15,10 +15,10 @@ namespace coalesce {
 
 namespace {
 
-constexpr const char* group = "coalesce";
+constexpr char group[] = "coalesce";
 /// CAF's own section for TLS; checked like ours, since CAF drops a wrongly
 /// typed value there silently too, and a dropped file name turns TLS off.
-constexpr const char* tls_group = "openssl";
+constexpr char tls_group[] = "openssl";
 constexpr const char* default_config_file = "caf-application.ini";
 
 std::string quoted(const std::string& x) {

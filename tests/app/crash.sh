@@ -233,6 +233,7 @@ test_acknowledged_writes_survive_kill_9_under_load() {
     check_secrets "$dir"
     check_sessions "$dir"
     check_position "$dir" "$room"
+    ((CYCLE % 50 == 0)) && echo "  after $CYCLE cycles: $LOST lost, $TORN torn"
   done
   echo "  seed $SEED: $CYCLES cycles; checked $CHECKED_SECRETS secrets," \
        "$CHECKED_SESSIONS sessions, $CHECKED_POSITIONS positions; $LOST lost, $TORN torn"
