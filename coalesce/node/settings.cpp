@@ -58,6 +58,7 @@ void node_settings::add_to(caf::config_option_adder& adder) {
     .add(stats_interval, "stats-interval",
          described("how often a stats line is logged (0s: never)",
                    stats_interval));
+  cluster.add_to(adder);
 }
 
 std::string node_settings::validate(const std::string& group) const {
@@ -75,6 +76,8 @@ std::string node_settings::validate(const std::string& group) const {
   if (stats_interval.count() < 0)
     return group + ".stats-interval = " + caf::deep_to_string(stats_interval)
            + " must not be negative";
+  if (auto problem = cluster.validate(group, host, port); !problem.empty())
+    return problem;
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
+#include "coalesce/node/cluster_options.hpp"
 #include "coalesce/node/service_list.hpp"
 
 namespace rocksdb {
@@ -51,6 +52,7 @@ struct node_settings {
   caf::timespan shutdown_timeout = std::chrono::seconds{30};
   /// How often a stats line is logged; 0 turns it off.
   caf::timespan stats_interval = std::chrono::seconds{60};
+  cluster_options cluster;
 
   void add_to(caf::config_option_adder& adder);
   std::string validate(const std::string& group = "coalesce") const;
