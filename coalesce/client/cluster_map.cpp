@@ -94,6 +94,21 @@ cluster_map::parse(const std::vector<std::string>& entries,
   return std::nullopt;
 }
 
+std::optional<std::string> cluster_map::parse_list(const std::string& entries,
+                                                  const std::string& name,
+                                                  cluster_map& out) {
+  std::vector<std::string> split;
+  std::string::size_type start = 0;
+  for (;;) {
+    auto comma = entries.find(',', start);
+    split.push_back(entries.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return parse(split, name, out);
+}
+
 std::size_t cluster_map::owner_index(const routing_key& key) const {
   std::size_t best = 0;
   uint64_t best_weight = 0;

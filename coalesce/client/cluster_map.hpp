@@ -54,6 +54,12 @@ public:
                                           const std::string& name,
                                           cluster_map& out);
 
+  /// The same from one comma-separated list ("h:p,h:p"), as `--nodes`
+  /// takes it.
+  static std::optional<std::string> parse_list(const std::string& entries,
+                                               const std::string& name,
+                                               cluster_map& out);
+
   /// Empty: a single node that owns every key.
   bool empty() const {
     return nodes_.empty();
