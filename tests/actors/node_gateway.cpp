@@ -223,7 +223,8 @@ struct cluster_gateway_fixture : gateway_fixture {
 };
 
 bool is_not_owner(const error& err) {
-  return err.category() == errc_category
+  // CAF 0.17's category() of no error dereferences nothing: ask first.
+  return err && err.category() == errc_category
          && err.code() == static_cast<uint8_t>(errc::not_owner);
 }
 
@@ -237,7 +238,7 @@ CAF_TEST(a cluster member serves its own keys and refuses others naming the owne
   auto owner = cluster.owner({key_kind::chat, theirs}).text();
   CAF_CHECK(!refusal<ok_atom>(queue_atom::value, entry_in(mine, "M1")));
   auto refused = refusal<ok_atom>(queue_atom::value, entry_in(theirs, "M2"));
-  CAF_CHECK(is_not_owner(refused));
+  CAF_REQUIRE(is_not_owner(refused));
   CAF_CHECK_EQUAL(sys.render(refused),
                   "this node does not own the key: chat " + theirs
                     + " belongs to " + owner);
@@ -262,7 +263,7 @@ CAF_TEST(a batch with a foreign key is refused whole naming its first foreign ow
     queue_atom::value,
     std::vector<secret_entry>{entry_in(mine, "M1"), entry_in(theirs, "M2"),
                               entry_in(mine, "M3")});
-  CAF_CHECK(is_not_owner(refused));
+  CAF_REQUIRE(is_not_owner(refused));
   CAF_CHECK_EQUAL(sys.render(refused),
                   "this node does not own the key: chat " + theirs
                     + " belongs to " + owner);
