@@ -14,6 +14,7 @@
 
 #include "app/cli_command.hpp"
 #include "coalesce/client/tls_files.hpp"
+#include "coalesce/client/cluster_client.hpp"
 #include "coalesce/messages/registration.hpp"
 
 using namespace coalesce;
@@ -82,6 +83,9 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   tls_files tls;
   add_tls_flags(app, tls);
+  app.add_option("--nodes", address.nodes,
+                 "every node of a cluster as host:port,host:port,...: each "
+                 "request goes to its key's owner (--host/--port unused)");
   app.require_subcommand(1);
   cli_commands commands;
   for (auto group : command_groups())
@@ -114,6 +118,19 @@ int main(int argc, char** argv) {
   }
   caf::actor_system sys{cfg};
   session s{sys, address};
+  if (!address.nodes.empty()) {
+    cluster_map nodes;
+    if (auto problem = cluster_map::parse_list(address.nodes, "--nodes", nodes))
+      return usage(*problem);
+    // Connected on each node's first request. The cluster client bounds each
+    // exchange with --timeout and names a silent node; the CLI waits a
+    // second longer for its answer.
+    s.node = spawn_cluster_client(sys, std::move(nodes), *timeout);
+    s.address.timeout = *timeout + std::chrono::seconds{1};
+    auto code = command->run(s);
+    caf::anon_send_exit(s.node, caf::exit_reason::user_shutdown);
+    return code;
+  }
   if (auto failed = connect_node(sys, address.host, address.port,
                                  address.timeout, s.node))
     return fail(*failed);

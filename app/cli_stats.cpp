@@ -2,6 +2,7 @@
 // from the stats types' own lists of named fields (with_named_fields), so
 // every counter a stats type has appears under the name it has there.
 
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli_command.hpp"
+#include "coalesce/client/cluster_map.hpp"
 
 namespace coalesce {
 
@@ -67,9 +69,47 @@ int stats(session& s) {
   return exit_ok;
 }
 
+/// `stats --all`: every node of --nodes asked on its own, one object keyed
+/// by node; a node that fails appears as {"error": SENTENCE} and makes the
+/// exit code its failure's, the others still printed.
+int stats_of_every_node(session& s) {
+  cluster_map nodes;
+  if (s.address.nodes.empty())
+    return usage("stats --all needs --nodes");
+  if (auto problem = cluster_map::parse_list(s.address.nodes, "--nodes", nodes))
+    return usage(*problem);
+  json all = json::object();
+  int code = exit_ok;
+  for (const auto& node : nodes.nodes()) {
+    node_address address;
+    address.host = node.host;
+    address.port = node.port;
+    address.timeout = s.address.timeout;
+    session one{s.sys, address};
+    node_stats result;
+    auto failed = connect_node(s.sys, node.host, node.port, one.timeout(),
+                               one.node);
+    if (!failed)
+      failed = one.ask(result, stats_atom::value);
+    if (failed) {
+      all[node.text()] = json{{"error", failed->sentence}};
+      code = failed->code;
+      continue;
+    }
+    all[node.text()] = to_json(result);
+  }
+  std::cout << all.dump() << '\n';
+  return code;
+}
+
 void add_stats_command(CLI::App& app, cli_commands& commands) {
   auto cmd = app.add_subcommand("stats", "print the node's counters as JSON");
-  commands.push_back({cmd, stats});
+  auto every_node = std::make_shared<bool>(false);
+  cmd->add_flag("--all", *every_node,
+                "every node of --nodes, one object keyed by node");
+  commands.push_back({cmd, [every_node](session& s) {
+                        return *every_node ? stats_of_every_node(s) : stats(s);
+                      }});
 }
 
 } // namespace

@@ -45,6 +45,10 @@ std::optional<cli_failure> connect_node(caf::actor_system& sys,
 
 cli_failure classify(caf::actor_system& sys, const caf::error& err,
                      const std::string& where, caf::timespan timeout) {
+  // A cluster client's answer for a node it could not reach names the node.
+  if (err.category() == errc_category
+      && err.code() == static_cast<uint8_t>(errc::node_unreachable))
+    return {exit_unreachable, unreachable_sentence(sys, err)};
   if (err.category() == errc_category)
     return {exit_node_error, "the node at " + where + " refused: "
                                + sys.render(err)};

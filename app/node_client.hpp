@@ -47,9 +47,12 @@ struct node_address {
   std::string host = "127.0.0.1";
   uint16_t port = 4300;
   caf::timespan timeout = std::chrono::seconds{5};
+  /// --nodes: every node of a cluster, "h:p,h:p"; empty: the one node above.
+  std::string nodes;
 
   std::string where() const {
-    return host + ":" + std::to_string(port);
+    return nodes.empty() ? host + ":" + std::to_string(port)
+                         : "owning the key among " + nodes;
   }
 };
 

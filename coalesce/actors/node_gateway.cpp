@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -18,6 +19,7 @@ namespace {
 struct node_gateway_state {
   static inline const char* name = "node_gateway";
   service_handles services;
+  foreign_owner_fn foreign_owner;
   std::chrono::steady_clock::time_point started
     = std::chrono::steady_clock::now();
   bool shutting_down = false;
@@ -35,6 +37,21 @@ caf::error refuse(gateway_pointer self) {
   return make_error(errc::node_shutting_down,
                     "it no longer accepts requests; retry on another node or "
                     "after a restart");
+}
+
+/// The refusal of a request naming a key another node owns: the first
+/// such key of the request, with its owner.
+template <class Atom, class... Args>
+std::optional<caf::error>
+refuse_foreign_key(gateway_pointer self, Atom atom, const Args&... args) {
+  const auto& foreign_owner = self->state.foreign_owner;
+  if (!foreign_owner)
+    return std::nullopt;
+  for (const auto& key : routing_keys(atom, args...))
+    if (auto owner = foreign_owner(key); !owner.empty())
+      return make_error(errc::not_owner,
+                        describe(key) + " belongs to " + owner);
+  return std::nullopt;
 }
 
 /// The handler that forwards one message signature of a service's
@@ -55,6 +72,8 @@ struct forwarder<caf::typed_mpi<caf::detail::type_list<Atom, Args...>,
       if (!service)
         return make_error(errc::invalid_request,
                           "this node does not host that service");
+      if (auto refusal = refuse_foreign_key(self, atom, args...))
+        return std::move(*refusal);
       return self->delegate(service, atom, std::move(args)...);
     };
   }
@@ -163,8 +182,10 @@ caf::result<ok_atom> begin_shutdown(gateway_pointer self) {
 }
 
 node_actor::behavior_type node_gateway(gateway_pointer self,
-                                       service_handles services) {
+                                       service_handles services,
+                                       foreign_owner_fn foreign_owner) {
   self->state.services = std::move(services);
+  self->state.foreign_owner = std::move(foreign_owner);
   auto handlers = std::tuple_cat(
     std::apply(
       [self](auto... entries) {
@@ -182,9 +203,10 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
 
 } // namespace
 
-node_actor spawn_node_gateway(caf::actor_system& sys,
-                              service_handles services) {
-  return sys.spawn(node_gateway, std::move(services));
+node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
+                              foreign_owner_fn foreign_owner) {
+  return sys.spawn(node_gateway, std::move(services),
+                   std::move(foreign_owner));
 }
 
 } // namespace coalesce

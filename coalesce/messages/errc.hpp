@@ -61,6 +61,10 @@ enum class errc : uint8_t {
   /// Storage holds a newer generation of the session (or a delete's
   /// tombstone of one) than the write carries: a stale writer never wins.
   stale_generation = 19,
+  /// The request names a key another node of the configured cluster owns;
+  /// the context names the key and its owner (the client's list of nodes
+  /// is outdated or wrong).
+  not_owner = 20,
 };
 
 /// Each error's name (logs, tests) and the sentence it renders as; one row
@@ -98,6 +102,7 @@ inline constexpr errc_text errc_texts[] = {
     "the session handle did not deliver a snapshot"},
   {errc::stale_generation, "stale_generation",
     "storage holds a newer generation of the session"},
+  {errc::not_owner, "not_owner", "this node does not own the key"},
 };
 
 constexpr bool errc_texts_in_order() {

@@ -71,7 +71,9 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     return EXIT_FAILURE;
   }
   auto& local = **services;
-  auto gateway = spawn_node_gateway(sys, local.handles());
+  auto gateway = spawn_node_gateway(
+    sys, local.handles(),
+    settings.cluster.foreign_owner(settings.host, settings.port));
   auto tls = sys.has_openssl_manager();
   auto port = tls ? caf::openssl::publish(gateway, settings.port,
                                           settings.host.c_str(), true)

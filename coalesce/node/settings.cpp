@@ -59,6 +59,7 @@ void node_settings::add_to(caf::config_option_adder& adder) {
          described("how often a stats line is logged (0s: never)",
                    stats_interval));
   metrics.add_to(adder);
+  cluster.add_to(adder);
 }
 
 std::string node_settings::validate(const std::string& group) const {
@@ -77,6 +78,8 @@ std::string node_settings::validate(const std::string& group) const {
     return group + ".stats-interval = " + caf::deep_to_string(stats_interval)
            + " must not be negative";
   if (auto problem = metrics.validate(group, port); !problem.empty())
+    return problem;
+  if (auto problem = cluster.validate(group, host, port); !problem.empty())
     return problem;
   return {};
 }

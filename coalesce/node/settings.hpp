@@ -9,6 +9,7 @@
 #include <caf/timespan.hpp>
 
 #include "coalesce/node/metrics_options.hpp"
+#include "coalesce/node/cluster_options.hpp"
 #include "coalesce/node/service_list.hpp"
 
 namespace rocksdb {
@@ -53,6 +54,7 @@ struct node_settings {
   /// How often a stats line is logged; 0 turns it off.
   caf::timespan stats_interval = std::chrono::seconds{60};
   metrics_options metrics;
+  cluster_options cluster;
 
   void add_to(caf::config_option_adder& adder);
   std::string validate(const std::string& group = "coalesce") const;

@@ -7,7 +7,7 @@
 #include "coalesce/actors/secret_store_actors.hpp"
 #include "coalesce/actors/timeline_actors.hpp"
 
-#include "coalesce/actors/secret_store_actors.hpp"
+#include "coalesce/client/cluster_map.hpp"
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/storage/database.hpp"
 
@@ -160,6 +160,133 @@ CAF_TEST(a request for a service the node does not host is refused) {
   CAF_CHECK(refused);
   auto stats = ask<node_stats>(stats_atom::value);
   CAF_CHECK_EQUAL(stats.sessions.writes, 0u);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+namespace {
+
+const std::string here = "127.0.0.1:4301";
+
+/// The same services behind a gateway of the first node of a three-node
+/// cluster, as a node builds it from `coalesce.cluster`.
+struct cluster_gateway_fixture : gateway_fixture {
+  cluster_map cluster;
+  node_actor member;
+
+  cluster_gateway_fixture() {
+    CAF_REQUIRE(!cluster_map::parse({here, "127.0.0.1:4302", "127.0.0.1:4303"},
+                                    "coalesce.cluster", cluster));
+    service_handles hosted;
+    hosted.secrets = buffer;
+    hosted.timeline = timeline;
+    hosted.backfill = scheduler;
+    member = spawn_node_gateway(sys, hosted, [this](const routing_key& key) {
+      auto owner = cluster.owner(key).text();
+      return owner == here ? std::string{} : owner;
+    });
+    sched.run();
+  }
+
+  ~cluster_gateway_fixture() override {
+    anon_send_exit(member, exit_reason::kill);
+    sched.run();
+  }
+
+  /// The first name "PREFIX0", "PREFIX1", ... whose owner is (or is not)
+  /// this node.
+  std::string name(key_kind kind, const std::string& prefix, bool owned) {
+    for (int i = 0;; ++i) {
+      auto candidate = prefix + std::to_string(i);
+      if ((cluster.owner({kind, candidate}).text() == here) == owned)
+        return candidate;
+    }
+  }
+
+  /// The error `member` answers, or none if it served the request.
+  template <class T, class... Ts>
+  error refusal(Ts... xs) {
+    auto answer = self->request(member, infinite, std::move(xs)...);
+    sched.run();
+    error result;
+    answer.receive([](T&) {}, [&](error& err) { result = std::move(err); });
+    if (result)
+      CAF_MESSAGE(sys.render(result));
+    return result;
+  }
+
+  secret_entry entry_in(const std::string& chat, const std::string& msg_id) {
+    auto result = make_entry(msg_id, 0x22);
+    result.chat = chat;
+    return result;
+  }
+};
+
+bool is_not_owner(const error& err) {
+  // CAF 0.17's category() of no error dereferences nothing: ask first.
+  return err && err.category() == errc_category
+         && err.code() == static_cast<uint8_t>(errc::not_owner);
+}
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(cluster_gateway_tests, cluster_gateway_fixture)
+
+CAF_TEST(a cluster member serves its own keys and refuses others naming the owner) {
+  auto mine = name(key_kind::chat, "chat", true);
+  auto theirs = name(key_kind::chat, "chat", false);
+  auto owner = cluster.owner({key_kind::chat, theirs}).text();
+  CAF_CHECK(!refusal<ok_atom>(queue_atom::value, entry_in(mine, "M1")));
+  auto refused = refusal<ok_atom>(queue_atom::value, entry_in(theirs, "M2"));
+  CAF_REQUIRE(is_not_owner(refused));
+  CAF_CHECK_EQUAL(sys.render(refused),
+                  "this node does not own the key: chat " + theirs
+                    + " belongs to " + owner);
+  CAF_CHECK(is_not_owner(refusal<secret_lookup>(
+    lookup_atom::value, secret_key{theirs, "a@s.whatsapp.net", "M2"})));
+  auto room = name(key_kind::room, "!room", false);
+  CAF_CHECK(is_not_owner(refusal<uint64_t>(append_atom::value, room,
+                                           std::vector<timeline_event>{})));
+  backfill_request request;
+  request.room = room;
+  CAF_CHECK(is_not_owner(refusal<backfill_ticket>(enqueue_atom::value,
+                                                  request)));
+  request.room = name(key_kind::room, "!room", true);
+  CAF_CHECK(!refusal<backfill_ticket>(enqueue_atom::value, request));
+}
+
+CAF_TEST(a batch with a foreign key is refused whole naming its first foreign owner) {
+  auto mine = name(key_kind::chat, "chat", true);
+  auto theirs = name(key_kind::chat, "chat", false);
+  auto owner = cluster.owner({key_kind::chat, theirs}).text();
+  auto refused = refusal<ok_atom>(
+    queue_atom::value,
+    std::vector<secret_entry>{entry_in(mine, "M1"), entry_in(theirs, "M2"),
+                              entry_in(mine, "M3")});
+  CAF_REQUIRE(is_not_owner(refused));
+  CAF_CHECK_EQUAL(sys.render(refused),
+                  "this node does not own the key: chat " + theirs
+                    + " belongs to " + owner);
+  CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
+  auto stats = ask<node_stats>(stats_atom::value);
+  CAF_CHECK_EQUAL(stats.secrets.entries_written, 0u);
+  auto lookups = std::vector<secret_key>{{mine, "a@s.whatsapp.net", "M1"},
+                                         {theirs, "a@s.whatsapp.net", "M2"}};
+  CAF_CHECK(is_not_owner(refusal<std::vector<secret_lookup>>(
+    lookup_atom::value, lookups)));
+}
+
+CAF_TEST(a request carrying only a ticket is served where the ticket was made) {
+  backfill_request request;
+  request.room = name(key_kind::room, "!room", true);
+  request.max_batches = 1;
+  backfill_ticket ticket;
+  auto answer = self->request(member, infinite, enqueue_atom::value, request);
+  sched.run();
+  answer.receive([&](backfill_ticket& x) { ticket = x; },
+                 [&](error& err) { CAF_FAIL(sys.render(err)); });
+  CAF_CHECK(!refusal<backfill_result>(await_atom::value, ticket));
+  CAF_CHECK(!refusal<ok_atom>(flush_atom::value));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -90,6 +90,11 @@ CAF_TEST(every invalid value is refused with a sentence naming its key) {
   };
   CAF_CHECK_EQUAL(node_settings{}.validate(), "");
   refused([](node_settings& x) { x.services.db_path.clear(); }, "db-path");
+  refused([](node_settings& x) { x.cluster.cluster = {"127.0.0.1"}; },
+          "cluster");
+  // A list that does not name this node (its host:port is 127.0.0.1:4300).
+  refused([](node_settings& x) { x.cluster.cluster = {"127.0.0.1:4301"}; },
+          "cluster");
   refused([](node_settings& x) { x.services.durability = "fast"; },
           "durability");
   refused([](node_settings& x) { x.services.secrets.pending_limit = 0; },

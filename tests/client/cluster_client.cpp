@@ -1,0 +1,247 @@
+#define CAF_SUITE client.cluster_client
+#include <caf/test/unit_test.hpp>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "coalesce/actors/node_gateway.hpp"
+#include "coalesce/client/cluster_client.hpp"
+#include "coalesce/messages/errc.hpp"
+#include "coalesce/messages/registration.hpp"
+#include "coalesce/node/services.hpp"
+
+#include "secret_fixtures.hpp"
+#include "temp_dir.hpp"
+
+using namespace caf;
+using namespace coalesce;
+using namespace coalesce::test;
+using namespace std::chrono_literals;
+
+// Real nodes over CAF's middleman on 127.0.0.1, each an actor system of its
+// own in this process over its own RocksDB directory, and one cluster
+// client in another: real actors, real sockets, real time (generous
+// timeouts; nothing waits on a clock but the request timeouts under test).
+
+namespace {
+
+struct io_config : actor_system_config {
+  io_config() {
+    register_message_types(*this);
+    load<io::middleman>();
+    set("scheduler.max-threads", 2);
+  }
+};
+
+/// One member of the cluster; `stop` ends it like a lost process (its
+/// sockets close), `start` brings it back from its directory on its port.
+struct member {
+  std::string db_path;
+  uint16_t port = 0;
+  io_config cfg;
+  std::unique_ptr<actor_system> sys;
+  std::unique_ptr<local_services> services;
+  node_actor gateway;
+
+  void start(const cluster_options& cluster) {
+    sys = std::make_unique<actor_system>(cfg);
+    service_settings settings;
+    settings.db_path = db_path;
+    auto started = start_services(*sys, settings);
+    CAF_REQUIRE(started);
+    services = std::move(*started);
+    gateway = spawn_node_gateway(*sys, services->handles(),
+                                 cluster.foreign_owner("127.0.0.1", port));
+    auto published = sys->middleman().publish(gateway, port, "127.0.0.1",
+                                              true);
+    CAF_REQUIRE(published);
+  }
+
+  void stop() {
+    static_cast<void>(sys->middleman().unpublish(gateway, port));
+    anon_send_exit(gateway, exit_reason::user_shutdown);
+    gateway = nullptr;
+    CAF_CHECK(services->stop(30s));
+    services.reset();
+    sys.reset();
+  }
+
+  /// The secrets this node itself wrote.
+  uint64_t entries_written() {
+    scoped_actor self{*sys};
+    uint64_t result = 0;
+    self->request(gateway, 10s, stats_atom::value)
+      .receive([&](node_stats& x) { result = x.secrets.entries_written; },
+               [&](error& err) { CAF_FAIL(sys->render(err)); });
+    return result;
+  }
+};
+
+uint16_t free_port(actor_system& sys) {
+  auto probe = sys.spawn([] { return behavior{[](int) {}}; });
+  auto port = sys.middleman().publish(probe, 0, "127.0.0.1", true);
+  CAF_REQUIRE(port);
+  static_cast<void>(sys.middleman().unpublish(probe, *port));
+  anon_send_exit(probe, exit_reason::user_shutdown);
+  return *port;
+}
+
+struct cluster_fixture {
+  temp_dir dir;
+  std::array<member, 3> members;
+  cluster_options cluster;
+  cluster_map map;
+  io_config client_cfg;
+  actor_system client_sys{client_cfg};
+  caf::timespan timeout = 3s;
+  node_actor client;
+
+  cluster_fixture() {
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      members[i].db_path = dir.sub("n" + std::to_string(i));
+      members[i].port = free_port(client_sys);
+      cluster.cluster.push_back("127.0.0.1:"
+                                + std::to_string(members[i].port));
+    }
+    CAF_REQUIRE(!cluster_map::parse(cluster.cluster, "cluster", map));
+    for (auto& m : members)
+      m.start(cluster);
+    client = spawn_cluster_client(client_sys, map, timeout);
+  }
+
+  ~cluster_fixture() {
+    anon_send_exit(client, exit_reason::user_shutdown);
+    for (auto& m : members)
+      if (m.sys)
+        m.stop();
+  }
+
+  /// A request through the client: its answer or its error.
+  template <class T, class... Ts>
+  expected<T> ask(Ts... xs) {
+    scoped_actor self{client_sys};
+    expected<T> result{error{}};
+    // The client answers within its own timeout; this one only catches a
+    // client that never answers.
+    self->request(client, timeout * 3, std::move(xs)...)
+      .receive([&](T& x) { result = std::move(x); },
+               [&](error& err) { result = std::move(err); });
+    return result;
+  }
+
+  std::size_t owner_of_chat(const std::string& chat) {
+    return map.owner_index({key_kind::chat, chat});
+  }
+
+  secret_entry entry(int i) {
+    auto result = make_entry("m" + std::to_string(i), uint8_t(i + 1));
+    result.chat = "chat" + std::to_string(i % 12) + "@g.us";
+    return result;
+  }
+
+  secret_key key(int i) {
+    auto x = entry(i);
+    return x.key();
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(cluster_client_tests, cluster_fixture)
+
+CAF_TEST(a batch is split across owners and each node holds only its keys) {
+  std::vector<secret_entry> batch;
+  std::map<std::size_t, uint64_t> expected;
+  std::vector<secret_key> keys;
+  for (int i = 0; i < 120; ++i) {
+    batch.push_back(entry(i));
+    keys.push_back(key(i));
+    ++expected[owner_of_chat(batch.back().chat)];
+  }
+  CAF_REQUIRE_EQUAL(expected.size(), 3u);
+  CAF_REQUIRE(ask<ok_atom>(queue_atom::value, batch));
+  CAF_REQUIRE(ask<ok_atom>(flush_atom::value));
+  for (std::size_t i = 0; i < members.size(); ++i)
+    CAF_CHECK_EQUAL(members[i].entries_written(), expected[i]);
+  auto found = ask<std::vector<secret_lookup>>(lookup_atom::value, keys);
+  CAF_REQUIRE(found);
+  CAF_REQUIRE_EQUAL(found->size(), keys.size());
+  for (int i = 0; i < 120; ++i) {
+    CAF_CHECK((*found)[i].found);
+    CAF_CHECK((*found)[i].secret == entry(i).secret);
+  }
+  auto stats = ask<node_stats>(stats_atom::value);
+  CAF_REQUIRE(stats);
+  CAF_CHECK_EQUAL(stats->secrets.entries_written, 120u);
+}
+
+CAF_TEST(tickets of different nodes stay apart) {
+  // Two rooms of different owners: each node numbers its tickets from 1.
+  std::vector<std::string> rooms;
+  std::map<std::size_t, bool> owners;
+  for (int i = 0; rooms.size() < 2; ++i) {
+    auto room = "!r" + std::to_string(i) + ":x";
+    auto owner = map.owner_index({key_kind::room, room});
+    if (!owners[owner]) {
+      owners[owner] = true;
+      rooms.push_back(room);
+    }
+  }
+  std::vector<backfill_ticket> tickets;
+  for (const auto& room : rooms) {
+    CAF_REQUIRE(ask<uint64_t>(append_atom::value, room,
+                              std::vector<timeline_event>{
+                                {room + "-e1", "m.text", 1, "hi " + room}}));
+    backfill_request request;
+    request.room = room;
+    auto ticket = ask<backfill_ticket>(enqueue_atom::value, request);
+    CAF_REQUIRE(ticket);
+    tickets.push_back(*ticket);
+  }
+  for (std::size_t i = 0; i < rooms.size(); ++i) {
+    auto result = ask<backfill_result>(await_atom::value, tickets[i]);
+    CAF_REQUIRE(result);
+    CAF_REQUIRE_EQUAL(result->events.size(), 1u);
+    CAF_CHECK_EQUAL(result->events[0].event_id, rooms[i] + "-e1");
+  }
+}
+
+CAF_TEST(a lost node fails its keys naming it and is reconnected once back) {
+  std::vector<secret_entry> batch;
+  for (int i = 0; i < 12; ++i)
+    batch.push_back(entry(i));
+  CAF_REQUIRE(ask<ok_atom>(queue_atom::value, batch));
+  CAF_REQUIRE(ask<ok_atom>(flush_atom::value));
+  auto lost = owner_of_chat(entry(0).chat);
+  auto where = map.nodes()[lost].text();
+  members[lost].stop();
+  auto started = std::chrono::steady_clock::now();
+  auto answer = ask<secret_lookup>(lookup_atom::value, key(0));
+  auto took = std::chrono::steady_clock::now() - started;
+  CAF_REQUIRE(!answer);
+  CAF_MESSAGE(client_sys.render(answer.error()));
+  CAF_CHECK_EQUAL(answer.error().code(),
+                  static_cast<uint8_t>(errc::node_unreachable));
+  CAF_CHECK_NOT_EQUAL(client_sys.render(answer.error()).find(where),
+                      std::string::npos);
+  CAF_CHECK_LESS_OR_EQUAL(took, timeout + 500ms);
+  for (int i = 0; i < 12; ++i)
+    if (owner_of_chat(entry(i).chat) != lost) {
+      auto other = ask<secret_lookup>(lookup_atom::value, key(i));
+      CAF_CHECK(other && other->found);
+    }
+  members[lost].start(cluster);
+  auto back = ask<secret_lookup>(lookup_atom::value, key(0));
+  CAF_REQUIRE(back);
+  CAF_CHECK(back->found);
+  CAF_CHECK(back->secret == entry(0).secret);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
