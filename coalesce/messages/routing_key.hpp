@@ -77,6 +77,18 @@ inline routing_keys_t routing_keys(append_atom, const std::string& room,
   return {{key_kind::room, room}};
 }
 
+/// A pager's requests (a scheduler on another node paging this node's
+/// timeline, coalesce.scheduler-remote-pager): by the room, like its appends.
+inline routing_keys_t routing_keys(page_atom, const std::string& room,
+                                   uint32_t) {
+  return {{key_kind::room, room}};
+}
+
+inline routing_keys_t routing_keys(commit_atom, const std::string& room,
+                                   const page_cursor&) {
+  return {{key_kind::room, room}};
+}
+
 inline routing_keys_t routing_keys(enqueue_atom, const backfill_request& x) {
   return {{key_kind::room, x.room}};
 }
