@@ -234,12 +234,15 @@ for i in range(connections):
         break
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    except OSError:
+        continue
+    held.append(s)
+    try:
         if i % 3 == 0:
             s.sendall(struct.pack(">BBBBI", 1, 0, 0, 0, 0xFFFFFFF0))
         s.sendall(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4096))))
-        held.append(s)
     except OSError:
-        pass
+        pass  # The node may close a failed handshake at once, as it should.
 print("sent", len(held), "connections in", round(time.monotonic() - started, 2), "s", flush=True)
 deadline = time.monotonic() + 60
 while os.path.exists(hold) and time.monotonic() < deadline:
