@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # Three coalesce-node processes on 127.0.0.1 with one coalesce.cluster list,
-# driven by the real CLI with --nodes (the cluster client).
+# each on mutual TLS (certificates from scripts/make-certs) and with its
+# metrics port, driven by the real CLI with --nodes (the cluster client).
 #   tests/app/cluster.sh BIN_DIR [TEST_NAME_REGEX]
 # The last line is "N passed, M failed".
 set -u
 source "$(dirname "$0")/process_helpers.sh"
 
-# Three ports free right now (the kernel's choice, released at once): each
-# node listens on its own, fixed in the list every node and client shares.
+command -v curl >/dev/null || { echo "curl is missing: skipped"; exit 77; }
+CERTS="$WORK/certs"
+"$ROOT/scripts/make-certs" "$CERTS" >/dev/null || { echo "make-certs failed"; exit 1; }
+NODE_TLS=(--openssl.certificate="$CERTS/node.pem" --openssl.key="$CERTS/node-key.pem"
+          --openssl.cafile="$CERTS/ca.pem")
+CLI_TLS=(--openssl-certificate "$CERTS/client.pem" --openssl-key "$CERTS/client-key.pem"
+         --openssl-cafile "$CERTS/ca.pem")
+
+# Six ports free right now (the kernel's choice, released at once): each
+# node listens on its own, fixed in the list every node and client shares,
+# and serves its metrics on another.
 PORTS=($(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(3)]
+socks = [socket.socket() for _ in range(6)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))'))
 NODES="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]}"
@@ -19,7 +29,9 @@ declare -A PID_OF
 
 start_member() { # start_member I: node ${GROUP}nI on PORTS[I], data in its .db
   start_node "${GROUP}n$1" --coalesce.port="${PORTS[$1]}" --coalesce.cluster="$CLUSTER" \
-    || return 1
+    --coalesce.metrics-port="${PORTS[$1 + 3]}" "${NODE_TLS[@]}" || return 1
+  grep -q "listening on 127.0.0.1:${PORTS[$1]} (mutual TLS)" "$WORK/${GROUP}n$1.log" \
+    || { echo "    node $1 does not listen with mutual TLS" >&2; return 1; }
   PID_OF[$1]=$NODE_PID
 }
 
@@ -39,7 +51,18 @@ stop_cluster() {
 }
 
 ccli() { # the CLI through the cluster client
-  "$CLI" --nodes="$NODES" "$@"
+  "$CLI" "${CLI_TLS[@]}" --nodes="$NODES" "$@"
+}
+
+tcli() { # the CLI with its certificate, to one node: tcli PORT ARGS...
+  local port="$1"
+  shift
+  "$CLI" "${CLI_TLS[@]}" --port="$port" "$@"
+}
+
+metric() { # metric I NAME: node I's value of NAME, scraped now
+  curl -sS --max-time 20 "http://127.0.0.1:${PORTS[$1 + 3]}/metrics" \
+    | awk -v name="$2" '$1 == name { print $2 }'
 }
 
 index_of() { # index_of HOST:PORT: the member's index
@@ -52,6 +75,7 @@ index_of() { # index_of HOST:PORT: the member's index
 # -- the tests ---------------------------------------------------------------
 
 test_secrets_sessions_and_backfills_are_routed_to_their_owners() {
+  local rc
   start_cluster routed- || { CURRENT_OK=0; return; }
   make_entries c 300 >"$WORK/entries.txt"
   check "put - through --nodes exits 0" ccli secret put - <"$WORK/entries.txt"
@@ -73,12 +97,18 @@ test_secrets_sessions_and_backfills_are_routed_to_their_owners() {
     written=$(python3 -c "import json,sys; print(json.load(open('$WORK/all.json'))['127.0.0.1:${PORTS[$i]}']['secrets']['entries_written'])")
     check "node $i wrote exactly its chats' ${expected[$i]} entries (got $written)" \
       [ "$written" = "${expected[$i]}" ]
+    written=$(metric "$i" coalesce_secret_entries_written_total)
+    check "and its metrics say so (got $written)" [ "$written" = "${expected[$i]}" ]
   done
+  # A client without a certificate is refused by every member.
+  "$CLI" --nodes="$NODES" --timeout=3s secret get chat0@g.us sender0 c-0 2>"$WORK/plain.err"
+  rc=$?
+  check "a client without a certificate is refused (exit $rc)" [ "$rc" = 3 ]
   # A node asked directly for a key it does not own names the owner.
   owner=$(ccli owner secret chat0@g.us)
   local other=$(( ($(index_of "$owner") + 1) % 3 ))
-  "$CLI" --port="${PORTS[$other]}" secret get chat0@g.us sender0 c-0 2>"$WORK/foreign.err"
-  local rc=$?
+  tcli "${PORTS[$other]}" secret get chat0@g.us sender0 c-0 2>"$WORK/foreign.err"
+  rc=$?
   check "a direct get on a non-owner exits 4 (got $rc)" [ "$rc" = 4 ]
   check "it names the owner" grep -q "chat chat0@g.us belongs to $owner" "$WORK/foreign.err"
   # Sessions.
@@ -87,7 +117,7 @@ test_secrets_sessions_and_backfills_are_routed_to_their_owners() {
   check "session get reads it back" cmp -s "$WORK/s1.blob" <(ccli session get s1)
   owner=$(ccli owner session s1)
   other=$(( ($(index_of "$owner") + 1) % 3 ))
-  "$CLI" --port="${PORTS[$other]}" session get s1 2>"$WORK/foreign-session.err"
+  tcli "${PORTS[$other]}" session get s1 2>"$WORK/foreign-session.err"
   check "a non-owner refuses the session naming $owner" \
     grep -q "session s1 belongs to $owner" "$WORK/foreign-session.err"
   # A room's timeline and its backfill.
@@ -113,7 +143,7 @@ test_a_killed_node_fails_its_callers_the_others_serve_and_it_comes_back() {
   kill -KILL "${PID_OF[$dead]}"
   wait_exit "${PID_OF[$dead]}" 30
   local started=$SECONDS
-  "$CLI" --nodes="$NODES" --timeout=3s secret get chat0@g.us sender0 k-0 2>"$WORK/dead.err"
+  ccli --timeout=3s secret get chat0@g.us sender0 k-0 2>"$WORK/dead.err"
   local rc=$?
   check "a get for the dead node's key exits 3 (got $rc)" [ "$rc" = 3 ]
   check "within the timeout" [ $((SECONDS - started)) -le 5 ]
