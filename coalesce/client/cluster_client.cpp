@@ -251,7 +251,10 @@ caf::result<Total> to_several(client_pointer self, Total initial,
   auto state = std::make_shared<gathering<Total>>(gathering<Total>{
     std::move(initial), parts.size(), self->make_response_promise<Total>()});
   auto deadline = deadline_of(self);
-  for (auto& [node, message] : parts)
+  // Not a structured binding: C++17 lambdas may not capture one.
+  for (auto& part : parts) {
+    auto node = part.first;
+    auto& message = part.second;
     std::apply(
       [&](auto... xs) {
         send_to<Output>(
@@ -264,6 +267,7 @@ caf::result<Total> to_several(client_pointer self, Total initial,
           std::move(xs)...);
       },
       std::move(message));
+  }
   if (parts.empty())
     state->promise.deliver(std::move(state->total));
   return state->promise;

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/error.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
 
 /// The message secrets that travel between coalesce's actors and nodes.
 ///
@@ -19,6 +21,38 @@ namespace coalesce {
 
 /// Bytes a message secret has; anything else is rejected at `queue`.
 constexpr std::size_t secret_size = 32;
+
+/// The longest secret a decoder accepts: far above `secret_size`, so a
+/// wrong length still reaches the buffer and is answered with its error.
+constexpr std::size_t max_decoded_secret = 4096;
+
+/// A byte vector as it crosses nodes, in the wire format of a plain vector.
+/// CAF 0.17 sizes a decoded byte vector by the length the peer claims
+/// before reading a byte of it, so a claim of 4 GiB allocates 4 GiB (found
+/// by fuzz/messages.cpp); this refuses a claim over `limit` first.
+struct bounded_bytes {
+  std::vector<uint8_t>& bytes;
+  std::size_t limit;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bounded_bytes& x) {
+  if constexpr (Inspector::writes_state) {
+    std::size_t claimed = 0;
+    if (auto err = f.begin_sequence(claimed))
+      return err;
+    if (claimed > x.limit)
+      return caf::make_error(caf::sec::invalid_argument,
+                             "a byte field claims more than its limit");
+    x.bytes.resize(claimed);
+    if (claimed > 0)
+      if (auto err = f.apply_raw(claimed, x.bytes.data()))
+        return err;
+    return f.end_sequence();
+  } else {
+    return f(x.bytes);
+  }
+}
 
 /// Names one secret: the chat, the sender, and the message id within them.
 struct secret_key {
@@ -60,8 +94,9 @@ struct secret_entry {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, secret_entry& x) {
+  bounded_bytes secret{x.secret, max_decoded_secret};
   return f(caf::meta::type_name("secret_entry"), x.chat, x.sender, x.msg_id,
-           x.secret, x.expires_at, x.message_ts);
+           secret, x.expires_at, x.message_ts);
 }
 
 /// A secret on its way to RocksDB: the entry plus the moment the buffer
@@ -181,7 +216,8 @@ struct secret_lookup {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, secret_lookup& x) {
-  return f(caf::meta::type_name("secret_lookup"), x.found, x.secret,
+  bounded_bytes secret{x.secret, max_decoded_secret};
+  return f(caf::meta::type_name("secret_lookup"), x.found, secret,
            x.message_ts);
 }
 
