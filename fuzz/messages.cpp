@@ -30,10 +30,12 @@ struct fuzz_config : caf::actor_system_config {
   }
 };
 
+// Never destroyed: a static actor system stopping at exit races CAF's own
+// static state (it crashed in ref_counted::deref after every clean run).
 caf::actor_system& fuzz_system() {
-  static fuzz_config cfg;
-  static caf::actor_system sys{cfg};
-  return sys;
+  static auto* cfg = new fuzz_config;
+  static auto* sys = new caf::actor_system{*cfg};
+  return *sys;
 }
 
 std::vector<char> encode(caf::actor_system& sys, caf::message& msg) {
