@@ -276,10 +276,17 @@ test_garbage_on_the_tls_port_leaves_the_node_serving_within_100_mib() {
     tls_cli --timeout=10s secret put g@g.us a G2 "$(hex32 4)" 0 10
   after=$(rss_kb "$NODE_PID")
   echo "    VmRSS: ${before} KiB before, ${after_held} KiB with the garbage held, ${after} KiB after"
-  check "resident memory with the garbage held is within 100 MiB of the start" \
-    [ $((after_held - before)) -lt 102400 ]
-  check "resident memory afterwards is within 100 MiB of the start" \
-    [ $((after - before)) -lt 102400 ]
+  # ASan's allocator keeps freed memory in quarantine (here 250 MB more
+  # for the same run), so the bound is checked in the normal build only,
+  # which CI runs too.
+  if ldd "$NODE" | grep -q libasan; then
+    echo "    (sanitizer build: the memory bound is checked in the normal build)"
+  else
+    check "resident memory with the garbage held is within 100 MiB of the start" \
+      [ $((after_held - before)) -lt 102400 ]
+    check "resident memory afterwards is within 100 MiB of the start" \
+      [ $((after - before)) -lt 102400 ]
+  fi
   kill -TERM "$NODE_PID"
   check "the node still stops cleanly" wait_exit "$NODE_PID" 60
   check "and exits 0 (got $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
