@@ -13,9 +13,8 @@
 #include <vector>
 
 #include <caf/all.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 
+#include "coalesce/client/connect.hpp"
 #include "coalesce/messages/errc.hpp"
 #include "coalesce/messages/routing_key.hpp"
 
@@ -59,14 +58,6 @@ struct cluster_client_state {
 };
 
 using client_pointer = node_actor::stateful_pointer<cluster_client_state>;
-
-/// The connecting actor connect.cpp uses: the TLS one when the system
-/// loaded the openssl module.
-caf::io::middleman_actor connector(caf::actor_system& sys) {
-  if (sys.has_openssl_manager())
-    return sys.openssl_manager().actor_handle();
-  return sys.middleman().actor_handle();
-}
 
 caf::error unreachable(const node_link& link, const std::string& why) {
   return make_error(errc::node_unreachable,

@@ -16,14 +16,6 @@ caf::error unreachable(std::string sentence) {
   return make_error(errc::node_unreachable, std::move(sentence));
 }
 
-/// The actor that opens connections: the TLS one when the system loaded
-/// the openssl module, so that one process never mixes plain and TLS links.
-caf::io::middleman_actor connector(caf::actor_system& sys) {
-  if (sys.has_openssl_manager())
-    return sys.openssl_manager().actor_handle();
-  return sys.middleman().actor_handle();
-}
-
 /// CAF gives no reason for a failed handshake; the likely ones are named.
 std::string handshake_refused(caf::actor_system& sys, const std::string& where) {
   if (sys.has_openssl_manager())
@@ -36,6 +28,12 @@ std::string handshake_refused(caf::actor_system& sys, const std::string& where) 
 }
 
 } // namespace
+
+caf::io::middleman_actor connector(caf::actor_system& sys) {
+  if (sys.has_openssl_manager())
+    return sys.openssl_manager().actor_handle();
+  return sys.middleman().actor_handle();
+}
 
 caf::expected<node_actor> connect_node(caf::actor_system& sys,
                                        const std::string& host, uint16_t port,

@@ -5,6 +5,7 @@
 
 #include <caf/fwd.hpp>
 #include <caf/expected.hpp>
+#include <caf/io/middleman_actor.hpp>
 #include <caf/timespan.hpp>
 
 #include "coalesce/messages/node_interface.hpp"
@@ -22,6 +23,11 @@
 /// certificate, trusting the nodes' CA file. A refused handshake fails with
 /// `errc::node_unreachable` and a sentence naming the likely causes.
 namespace coalesce {
+
+/// The actor that opens connections (answers `connect_atom, host, port`):
+/// the TLS one when the system loaded the openssl module, so that one
+/// process never mixes plain and TLS links.
+caf::io::middleman_actor connector(caf::actor_system& sys);
 
 /// Connects to the gateway at host:port within `timeout`. `remote_actor`
 /// alone can hang on a peer that accepts and stays silent, so this asks the
