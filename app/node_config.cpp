@@ -2,11 +2,17 @@
 
 #include <arpa/inet.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
+#include <vector>
 
 #include <caf/config_option_adder.hpp>
 #include <caf/config_value.hpp>
 #include <caf/deep_to_string.hpp>
+#include <caf/detail/parser/read_ini.hpp>
+#include <caf/parser_state.hpp>
 
 #include "coalesce/client/tls_files.hpp"
 #include "coalesce/messages/registration.hpp"
@@ -21,7 +27,7 @@ constexpr char group[] = "coalesce";
 constexpr char tls_group[] = "openssl";
 constexpr const char* default_config_file = "caf-application.ini";
 
-std::string quoted(const std::string& x) {
+std::string in_quotes(const std::string& x) {
   return "\"" + x + "\"";
 }
 
@@ -58,13 +64,128 @@ std::string check_file_section(const node_config& cfg, const std::string& file,
   return {};
 }
 
+/// A consumer of CAF's own INI reader that notes the first key set twice:
+/// CAF keeps one of the two values and drops the other without a word.
+/// Values inside lists are not keys; a list as a whole is its key's value.
+class repeated_key_finder {
+public:
+  struct findings {
+    std::vector<std::string> section_path;
+    /// Per open container: whether keys inside it are not config keys.
+    std::vector<bool> opaque;
+    std::string pending_key;
+    std::set<std::string> seen;
+    std::string repeated;
+  };
+
+  explicit repeated_key_finder(findings& state) : state_(&state) {
+  }
+
+  void key(std::string name) {
+    if (!inside_value())
+      state_->pending_key = std::move(name);
+  }
+
+  template <class T>
+  void value(T&&) {
+    if (!inside_value())
+      note(state_->pending_key);
+  }
+
+  /// The key whose value the reader is in, or "" between keys.
+  std::string current_key() const {
+    return state_->pending_key.empty() ? std::string{}
+                                       : qualified(state_->pending_key);
+  }
+
+  repeated_key_finder begin_map() {
+    auto opaque = inside_value();
+    if (!opaque) {
+      state_->section_path.push_back(state_->pending_key);
+      state_->pending_key.clear();
+    }
+    state_->opaque.push_back(opaque);
+    return *this;
+  }
+
+  void end_map() {
+    if (!state_->opaque.back())
+      state_->section_path.pop_back();
+    state_->opaque.pop_back();
+  }
+
+  repeated_key_finder begin_list() {
+    if (!inside_value())
+      note(state_->pending_key);
+    state_->opaque.push_back(true);
+    return *this;
+  }
+
+  void end_list() {
+    state_->opaque.pop_back();
+    if (!inside_value())
+      state_->pending_key.clear();
+  }
+
+private:
+  bool inside_value() const {
+    return !state_->opaque.empty() && state_->opaque.back();
+  }
+
+  std::string qualified(const std::string& key) const {
+    std::string name;
+    for (const auto& section : state_->section_path)
+      name += section + ".";
+    return name + key;
+  }
+
+  void note(const std::string& key) {
+    auto name = qualified(key);
+    if (!state_->seen.insert(name).second && state_->repeated.empty())
+      state_->repeated = name;
+    state_->pending_key.clear();
+  }
+
+  findings* state_;
+};
+
+/// Reads the file with CAF's own INI reader. Returns "" or a sentence: where
+/// the reader stopped (line, column and the key whose value it was in,
+/// which CAF's own error leaves out), or the first key set twice.
+std::string read_problem(const std::string& file) {
+  std::ifstream in{file};
+  using iterator = std::istreambuf_iterator<char>;
+  caf::parser_state<iterator, iterator> reader{iterator{in}, iterator{}};
+  repeated_key_finder::findings findings;
+  repeated_key_finder finder{findings};
+  caf::detail::parser::read_ini(reader, finder);
+  if (reader.code != caf::pec::success) {
+    auto key = finder.current_key();
+    return "cannot parse the config file " + file + " at line "
+           + std::to_string(reader.line) + ", column "
+           + std::to_string(reader.column)
+           + (key.empty() ? std::string{} : " (the value of " + key + ")")
+           + ": " + caf::to_string(reader.code);
+  }
+  if (!findings.repeated.empty())
+    return findings.repeated + " is set twice in " + file;
+  return {};
+}
+
 /// CAF skips a wrongly typed value in the file without a word, so the raw
 /// file is read and every `coalesce` and `openssl` key checked against its
 /// option.
 std::string check_config_file(const node_config& cfg, const std::string& file,
                               bool must_exist) {
-  if (!std::ifstream{file}.good())
+  std::error_code ignored;
+  if (!std::filesystem::exists(file, ignored))
     return must_exist ? "cannot read the config file " + file : "";
+  // A directory opens as a stream and throws at the first read.
+  if (!std::filesystem::is_regular_file(file, ignored)
+      || !std::ifstream{file}.good())
+    return "cannot read the config file " + file + ": not a readable file";
+  if (auto problem = read_problem(file); !problem.empty())
+    return problem;
   auto raw = caf::actor_system_config::parse_config_file(file.c_str());
   if (!raw)
     return "cannot parse the config file " + file + ": "
@@ -96,7 +217,7 @@ std::string check_transport(const node_config& cfg) {
   if (files.any_set())
     return check_tls_files(files, std::string{tls_group} + ".");
   if (!is_loopback(cfg.settings.host))
-    return std::string{group} + ".host = " + quoted(cfg.settings.host)
+    return std::string{group} + ".host = " + in_quotes(cfg.settings.host)
            + " is not a loopback address, and a node listens beyond "
              "loopback only with mutual TLS (set openssl.certificate, "
              "openssl.key and openssl.cafile)";
@@ -157,7 +278,7 @@ std::string load_node_config(node_config& cfg, int argc, char** argv) {
   if (cfg.cli_helptext_printed)
     return {};
   if (!cfg.remainder.empty())
-    return "unexpected argument " + quoted(cfg.remainder.front());
+    return "unexpected argument " + in_quotes(cfg.remainder.front());
   if (auto problem = cfg.settings.validate(group); !problem.empty())
     return problem;
   return check_transport(cfg);

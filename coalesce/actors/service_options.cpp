@@ -32,10 +32,10 @@ std::string secret_buffer_options::validate(const std::string& group) const {
     return option_key(group, "secrets-pending-limit") + " = 0 must be positive";
   if (retry_base.count() <= 0)
     return option_key(group, "secrets-retry-base") + " = "
-           + caf::deep_to_string(retry_base) + " must be positive";
+           + duration_text(retry_base) + " must be positive";
   if (retry_max < retry_base || retry_max > std::chrono::seconds{5})
     return option_key(group, "secrets-retry-max") + " = "
-           + caf::deep_to_string(retry_max) + " must lie between "
+           + duration_text(retry_max) + " must lie between "
            + option_key(group, "secrets-retry-base") + " and 5s";
   return {};
 }
@@ -79,7 +79,7 @@ std::string scheduler_options::validate(const std::string& group) const {
     return option_key(group, "scheduler-results-memory") + " = 0 must be positive";
   if (pager_timeout.count() <= 0)
     return option_key(group, "scheduler-pager-timeout") + " = "
-           + caf::deep_to_string(pager_timeout) + " must be positive";
+           + duration_text(pager_timeout) + " must be positive";
   if (!remote_pager.empty() && !parse_node_address(remote_pager))
     return option_key(group, "scheduler-remote-pager") + " = \""
            + remote_pager

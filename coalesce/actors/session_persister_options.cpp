@@ -35,7 +35,7 @@ std::string persister_options::validate(const std::string& group) const {
            + std::to_string(io_workers) + " must lie between 1 and 64";
   if (snapshot_timeout.count() <= 0)
     return option_key(group, "persister-snapshot-timeout") + " = "
-           + caf::deep_to_string(snapshot_timeout) + " must be positive";
+           + duration_text(snapshot_timeout) + " must be positive";
   return {};
 }
 

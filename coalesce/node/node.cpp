@@ -66,8 +66,9 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
              const sigset_t& shutdown_signals) {
   auto services = start_services(sys, settings.services);
   if (!services) {
-    spdlog::critical("cannot start the services: {}",
-                     sys.render(services.error()));
+    spdlog::critical("cannot start the services on coalesce.db-path = "
+                     "\"{}\": {}",
+                     settings.services.db_path, sys.render(services.error()));
     return EXIT_FAILURE;
   }
   auto& local = **services;
@@ -80,8 +81,9 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                   : sys.middleman().publish(gateway, settings.port,
                                             settings.host.c_str(), true);
   if (!port) {
-    spdlog::critical("cannot listen on {}:{}: {}", settings.host,
-                     settings.port, sys.render(port.error()));
+    spdlog::critical("cannot listen on coalesce.host:coalesce.port = {}:{}: "
+                     "{}",
+                     settings.host, settings.port, sys.render(port.error()));
     stop_gateway(sys, gateway);
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;

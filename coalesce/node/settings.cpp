@@ -73,9 +73,9 @@ std::string node_settings::validate(const std::string& group) const {
     return group + ".host must not be empty";
   if (shutdown_timeout.count() <= 0)
     return group + ".shutdown-timeout = "
-           + caf::deep_to_string(shutdown_timeout) + " must be positive";
+           + duration_text(shutdown_timeout) + " must be positive";
   if (stats_interval.count() < 0)
-    return group + ".stats-interval = " + caf::deep_to_string(stats_interval)
+    return group + ".stats-interval = " + duration_text(stats_interval)
            + " must not be negative";
   if (auto problem = metrics.validate(group, port); !problem.empty())
     return problem;

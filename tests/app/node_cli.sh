@@ -260,84 +260,6 @@ test_a_node_whose_disk_never_recovers_exits_non_zero_and_counts_the_loss() {
     grep -q "100 secrets could not be written" "$log"
 }
 
-# refuse_start DESCRIPTION KEY ARGS...: the node must refuse to start with
-# ARGS and name KEY.
-refuse_start() {
-  local what="$1" key="$2"
-  shift 2
-  local out
-  out=$(timeout 30 "$NODE" --coalesce.db-path="$WORK/never.db" "$@" 2>&1)
-  local rc=$?
-  check "$what: start-up refused (got $rc)" [ "$rc" != 0 ] && [ "$rc" != 124 ]
-  check "$what: the message names $key ($out)" grep -q "$key" <<<"$out"
-  check "$what: nothing was opened" [ ! -e "$WORK/never.db" ]
-}
-
-test_wrongly_typed_settings_are_refused() {
-  local file="$WORK/bad.ini"
-  local setting
-  while IFS='|' read -r key value; do
-    printf '[coalesce]\n%s = %s\n' "$key" "$value" >"$file"
-    refuse_start "file $key = $value" "coalesce.$key" --config-file="$file"
-  done <<'EOF_SETTINGS'
-db-path|5
-durability|7
-durability|"fast"
-secrets-pending-limit|"many"
-secrets-pending-limit|-5
-secrets-pending-limit|0
-log-level|3
-log-level|"loud"
-host|1
-port|"abc"
-port|-1
-port|70000
-shutdown-timeout|"soon"
-shutdown-timeout|30
-stats-interval|60
-stats-interval|"often"
-scheduler-max-concurrent|0
-scheduler-max-concurrent|"three"
-scheduler-max-queued|-1
-scheduler-max-concurrent-low|"none"
-scheduler-max-concurrent-normal|-2
-scheduler-max-concurrent-high|1.5
-scheduler-pager-timeout|30
-scheduler-results-memory|"big"
-scheduler-results-memory|0
-secrets-retry-base|10
-secrets-retry-max|10s
-EOF_SETTINGS
-  while IFS='|' read -r key value; do
-    refuse_start "--coalesce.$key=$value" "coalesce.$key" \
-      --config-file="$ROOT/config/coalesce.ini" "--coalesce.$key=$value"
-  done <<'EOF_SETTINGS'
-db-path|
-durability|fast
-secrets-pending-limit|many
-secrets-pending-limit|-1
-secrets-pending-limit|0
-log-level|loud
-host|
-port|abc
-port|70000
-shutdown-timeout|soon
-shutdown-timeout|30
-stats-interval|5
-scheduler-max-concurrent|0
-scheduler-max-queued|lots
-scheduler-max-concurrent-low|-1
-scheduler-max-concurrent-normal|x
-scheduler-max-concurrent-high|1.5
-scheduler-pager-timeout|soon
-scheduler-results-memory|-1
-scheduler-results-memory|0
-secrets-retry-base|fast
-secrets-retry-max|6s
-EOF_SETTINGS
-  refuse_start "an unknown key" "coalesce.nope" --config-file="$ROOT/config/coalesce.ini" --coalesce.nope=1
-}
-
 test_scripts_run_starts_a_node_that_stops_cleanly() {
   local log="$WORK/run.log"
   COALESCE_BUILD="$(dirname "$BIN")" "$ROOT/scripts/run" --coalesce.port=0 \
@@ -391,7 +313,6 @@ run_test "the timeout reads durations as the config file does"
 run_test "load prints a json summary"
 run_test "timeline append and backfill through the cli"
 run_test "a node whose disk never recovers exits non zero and counts the loss"
-run_test "wrongly typed settings are refused"
 run_test "scripts run starts a node that stops cleanly"
 run_test "scripts run builds only the node and the cli"
 

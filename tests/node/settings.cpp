@@ -124,3 +124,16 @@ CAF_TEST(every invalid value is refused with a sentence naming its key) {
     "stats-interval");
   refused([](node_settings& x) { x.metrics.port = x.port; }, "metrics-port");
 }
+
+CAF_TEST(a refused negative duration is shown with its sign) {
+  node_settings settings;
+  settings.stats_interval = -std::chrono::milliseconds{1500};
+  auto problem = settings.validate();
+  CAF_CHECK_NOT_EQUAL(problem.find("coalesce.stats-interval = -1500ms"),
+                      std::string::npos);
+  settings = node_settings{};
+  settings.services.secrets.retry_base = -std::chrono::seconds{2};
+  problem = settings.validate();
+  CAF_CHECK_NOT_EQUAL(problem.find("coalesce.secrets-retry-base = -2s"),
+                      std::string::npos);
+}
