@@ -188,7 +188,7 @@ test_clients_that_never_read_their_answers_leave_the_node_serving() {
   check "and exits 0 (got $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
 }
 NEVER_READ_CONNECTIONS=2
-NEVER_READ_REPEATS=24
+NEVER_READ_REPEATS=16
 
 run_test "hostile tls and http leave the node serving within 100 mib"
 run_test "clients that never read their answers leave the node serving"
