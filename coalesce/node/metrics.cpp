@@ -259,7 +259,8 @@ void add_database_metrics(std::vector<prom::MetricFamily>& out,
                           db.fsync_latency()));
 }
 
-/// What a scrape reads: asked on prometheus-cpp's HTTP thread.
+/// What a scrape reads: asked on prometheus-cpp's HTTP threads, several
+/// scrapes at once.
 class node_collectable : public prom::Collectable {
 public:
   node_collectable(caf::actor_system& sys, node_actor gateway,
