@@ -259,7 +259,8 @@ void add_database_metrics(std::vector<prom::MetricFamily>& out,
                           db.fsync_latency()));
 }
 
-/// What a scrape reads: asked on prometheus-cpp's HTTP thread.
+/// What a scrape reads: asked on prometheus-cpp's HTTP threads, several
+/// scrapes at once.
 class node_collectable : public prom::Collectable {
 public:
   node_collectable(caf::actor_system& sys, node_actor gateway,
@@ -298,6 +299,18 @@ private:
   node_actor gateway_;
   std::shared_ptr<storage::database> db_;
 };
+
+/// HTTP worker threads. civetweb gives each connection a worker until its
+/// request is read and answered, so a client that connects and sends
+/// nothing (or part of a request, or never reads the answer) holds one:
+/// with a single worker one such client kept every scrape out for
+/// civetweb's default 30 s request timeout (app.hostile_clients).
+constexpr const char* metrics_http_threads = "16";
+
+/// How long a worker waits for a whole request, or for a client to take the
+/// answer, before it closes the connection. A scraper on the same host sends
+/// its request at once; a held connection costs a worker this long.
+constexpr const char* metrics_request_timeout_ms = "2000";
 
 /// civetweb's form of a listening address: an IPv6 one in brackets.
 std::string listening_address(const std::string& host, uint16_t port) {
@@ -338,7 +351,9 @@ start_metrics(caf::actor_system& sys, node_actor gateway,
   result->collectable = std::make_shared<node_collectable>(
     sys, std::move(gateway), std::move(db));
   try {
-    result->exposer = std::make_unique<prom::Exposer>(result->address, 1);
+    result->exposer = std::make_unique<prom::Exposer>(std::vector<std::string>{
+      "listening_ports", result->address, "num_threads", metrics_http_threads,
+      "request_timeout_ms", metrics_request_timeout_ms});
   } catch (const std::exception& err) {
     return make_error(errc::invalid_request,
                       "coalesce.metrics-port = " + std::to_string(options.port)

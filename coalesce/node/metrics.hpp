@@ -16,7 +16,10 @@ class database;
 } // namespace coalesce::storage
 
 /// A node's Prometheus metrics: `GET /metrics` on `coalesce.host` at
-/// `coalesce.metrics-port`, served by prometheus-cpp's own HTTP threads.
+/// `coalesce.metrics-port`, served by prometheus-cpp's own HTTP threads
+/// (16; a connection that has not sent its whole request, or taken its
+/// answer, within 2 s is closed, so idle or never-reading clients hold a
+/// thread for at most that long).
 ///
 /// Each scrape asks the gateway for `stats` (with a timeout, from the HTTP
 /// thread, never from a CAF scheduler thread) and reads the database's

@@ -220,46 +220,17 @@ test_bad_cli_tls_flags_exit_2_naming_the_flag() {
 
 # Random bytes from 300 connections within 10 s, a third of them opening
 # with an 8-byte header that claims a payload of almost 4 GiB (what a plain
-# BASP port allocates up front). The connections stay open until the hold
-# file is removed, so the node is checked while they are held.
-write_garbage_script() {
-  cat >"$WORK/garbage.py" <<'EOF'
-import os, random, socket, struct, sys, time
-port, hold, connections = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-rng = random.Random(13)
-started = time.monotonic()
-held = []
-for i in range(connections):
-    if time.monotonic() - started > 10:
-        break
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=2)
-    except OSError:
-        continue
-    held.append(s)
-    try:
-        if i % 3 == 0:
-            s.sendall(struct.pack(">BBBBI", 1, 0, 0, 0, 0xFFFFFFF0))
-        s.sendall(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4096))))
-    except OSError:
-        pass  # The node may close a failed handshake at once, as it should.
-print("sent", len(held), "connections in", round(time.monotonic() - started, 2), "s", flush=True)
-deadline = time.monotonic() + 60
-while os.path.exists(hold) and time.monotonic() < deadline:
-    time.sleep(0.05)
-for s in held:
-    s.close()
-EOF
-}
-
+# BASP port allocates up front), from tests/app/hostile_clients.py. The
+# connections stay open until the hold file is removed, so the node is
+# checked while they are held.
 test_garbage_on_the_tls_port_leaves_the_node_serving_within_100_mib() {
   start_node garbage "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
   check "a first legitimate put" tls_cli secret put g@g.us a G1 "$(hex32 3)" 0 9
   local before after_held after
   before=$(rss_kb "$NODE_PID")
-  write_garbage_script
   touch "$WORK/hold"
-  python3 "$WORK/garbage.py" "$PORT" "$WORK/hold" 300 >"$WORK/garbage.out" 2>&1 &
+  python3 "$ROOT/tests/app/hostile_clients.py" garbage "$WORK/hold" "$PORT" 300 \
+    >"$WORK/garbage.out" 2>&1 &
   local attacker=$!
   local deadline=$((SECONDS + 30))
   until grep -q "^sent" "$WORK/garbage.out" || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
