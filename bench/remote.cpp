@@ -20,25 +20,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <regex>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <spawn.h>
-#include <stdlib.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
@@ -51,23 +39,12 @@
 #include "coalesce/messages/registration.hpp"
 #include "coalesce/node/services.hpp"
 
-extern char** environ;
+#include "node_process.hpp"
 
 using namespace coalesce;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-/// The directory this binary sits in (the build's bin/, where coalesce-node
-/// is too).
-std::string own_directory() {
-  char path[PATH_MAX];
-  auto n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0)
-    return ".";
-  std::string result(path, static_cast<std::size_t>(n));
-  return result.substr(0, result.rfind('/'));
-}
 
 struct bench_config : caf::actor_system_config {
   std::size_t entries = 200'000;
@@ -79,7 +56,7 @@ struct bench_config : caf::actor_system_config {
   std::size_t window = 16;
   std::size_t rounds = 5;
   std::string dir = "/tmp";
-  std::string node = own_directory() + "/coalesce-node";
+  std::string node = bench::own_directory() + "/coalesce-node";
   std::string make_certs = COALESCE_SOURCE_DIR "/scripts/make-certs";
   bool plain_only = false;
 
@@ -110,8 +87,7 @@ struct tls_client_config : caf::actor_system_config {
 };
 
 [[noreturn]] void fail(const std::string& what) {
-  std::cerr << "bench remote: " << what << '\n';
-  std::exit(EXIT_FAILURE);
+  bench::fail_bench("remote", what);
 }
 
 double seconds_since(clock_type::time_point start) {
@@ -125,155 +101,6 @@ double own_cpu_seconds() {
   auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
-
-/// CPU seconds (user and system) process `pid` used so far, from
-/// /proc/PID/stat (utime and stime, the 14th and 15th fields).
-double cpu_seconds_of(pid_t pid) {
-  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
-  std::string text{std::istreambuf_iterator<char>{in}, {}};
-  // The command name in parentheses may hold spaces: count after it.
-  std::istringstream fields{text.substr(text.rfind(')') + 1)};
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i)
-    if (i >= 14)
-      ticks += std::stod(field);
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-/// A fresh directory, removed afterwards.
-class temp_dir {
-public:
-  explicit temp_dir(const std::string& base, const char* what) {
-    std::string pattern = base + "/coalesce-bench-" + what + "-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr)
-      fail("cannot create a directory under " + base);
-    path_ = pattern;
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  ~temp_dir() {
-    std::string cmd = "rm -rf '" + path_ + "'";
-    static_cast<void>(std::system(cmd.c_str()));
-  }
-
-  const std::string& path() const {
-    return path_;
-  }
-
-private:
-  std::string path_;
-};
-
-/// A coalesce-node child on 127.0.0.1 with its database in `dir`, a free
-/// port and its log in dir/node.log; stopped with SIGTERM on destruction.
-class node_process {
-public:
-  node_process(const bench_config& cfg, const std::string& dir,
-               const std::vector<std::string>& extra_args)
-    : log_(dir + "/node.log") {
-    std::vector<std::string> args{cfg.node,
-                                  "--coalesce.host=127.0.0.1",
-                                  "--coalesce.port=0",
-                                  "--coalesce.db-path=" + dir + "/db",
-                                  "--coalesce.stats-interval=0s",
-                                  "--coalesce.log-level=info"};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    std::vector<char*> argv;
-    for (auto& arg : args)
-      argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
-    auto spawned = posix_spawn(&pid_, cfg.node.c_str(), &files, nullptr,
-                               argv.data(), environ);
-    posix_spawn_file_actions_destroy(&files);
-    if (spawned != 0)
-      fail("cannot start " + cfg.node + ": " + std::strerror(spawned));
-    port_ = await_listening();
-  }
-
-  node_process(const node_process&) = delete;
-  node_process& operator=(const node_process&) = delete;
-
-  /// SIGTERM, then waits for the node to write everything and exit.
-  ~node_process() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    if (!wait_exit(std::chrono::seconds{60}, status)) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      std::cerr << "bench remote: the node did not stop within 60s\n";
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::cerr << "bench remote: the node exited with status " << status
-                << ":\n"
-                << log_text();
-    }
-  }
-
-  uint16_t port() const {
-    return port_;
-  }
-
-  double cpu_seconds() const {
-    return cpu_seconds_of(pid_);
-  }
-
-  /// Whether the node said it listens with mutual TLS.
-  bool tls() const {
-    return tls_;
-  }
-
-  std::string log_text() const {
-    std::ifstream in{log_};
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-private:
-  bool wait_exit(std::chrono::seconds limit, int& status) {
-    auto deadline = clock_type::now() + limit;
-    while (clock_type::now() < deadline) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_)
-        return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds{20});
-    }
-    return false;
-  }
-
-  /// Polls the log for the node's "listening on" line (a real event, with
-  /// a generous deadline), as the process tests do.
-  uint16_t await_listening() {
-    static const std::regex listening{
-      "listening on [0-9.]+:([0-9]+)( \\(mutual TLS\\))?"};
-    auto deadline = clock_type::now() + std::chrono::seconds{30};
-    while (clock_type::now() < deadline) {
-      std::smatch found;
-      auto text = log_text();
-      if (std::regex_search(text, found, listening)) {
-        tls_ = found[2].matched;
-        return static_cast<uint16_t>(std::stoi(found[1].str()));
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        fail("the node exited during start-up:\n" + text);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds{20});
-    }
-    fail("the node did not log 'listening on' within 30s:\n" + log_text());
-  }
-
-  std::string log_;
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-  bool tls_ = false;
-};
 
 secret_entry make_entry(std::size_t i) {
   auto id = std::to_string(i);
@@ -376,7 +203,7 @@ double drive(caf::actor_system& sys, const bench_config& cfg,
 }
 
 measurement measure_local(caf::actor_system& sys, const bench_config& cfg) {
-  temp_dir dir{cfg.dir, "local"};
+  bench::temp_dir dir{cfg.dir, "local"};
   service_settings settings;
   settings.db_path = dir.path() + "/db";
   settings.durability = "synced";
@@ -407,8 +234,8 @@ measurement measure_local(caf::actor_system& sys, const bench_config& cfg) {
 std::optional<measurement> measure_node(caf::actor_system& sys,
                                    const bench_config& cfg, const char* what,
                                    const std::vector<std::string>& node_args) {
-  temp_dir dir{cfg.dir, what};
-  node_process node{cfg, dir.path(), node_args};
+  bench::temp_dir dir{cfg.dir, what};
+  bench::node_process node{"remote", cfg.node, dir.path(), node_args};
   // The TLS leg must measure TLS: the node says how it listens.
   if (node.tls() != !node_args.empty()) {
     std::cerr << "bench remote: " << what << ": the node listens "
@@ -466,14 +293,6 @@ std::string ratio_text(double ratio) {
   char text[16];
   std::snprintf(text, sizeof(text), "%.2f", ratio);
   return text;
-}
-
-/// The machine's 1-minute load average: what else was running shapes the
-/// figures on a shared 2-core machine.
-double load_average() {
-  double one_minute = 0;
-  std::ifstream{"/proc/loadavg"} >> one_minute;
-  return one_minute;
 }
 
 /// Runs scripts/make-certs into `dir`; false (with a note) if it fails.
@@ -598,7 +417,7 @@ nlohmann::ordered_json summary(const bench_config& cfg, const legs& runs) {
     {"local_cpu_us_per_row", cpu_per_row(runs.local)},
     {"remote_cpu_us_per_row", cpu_per_row(remote)},
     {"tls_cpu_us_per_row", or_null(runs.tls, cpu_per_row)},
-    {"load_average", load_average()},
+    {"load_average", bench::load_average()},
   };
 }
 
@@ -616,7 +435,7 @@ int main(int argc, char** argv) {
   // The in-process services log like a node; only their trouble matters here.
   spdlog::set_level(spdlog::level::warn);
   caf::actor_system sys{cfg};
-  temp_dir certs{cfg.dir, "certs"};
+  bench::temp_dir certs{cfg.dir, "certs"};
   auto runs = run_rounds(sys, cfg, certs.path());
   std::cout << summary(cfg, runs).dump() << std::endl;
   return EXIT_SUCCESS;
