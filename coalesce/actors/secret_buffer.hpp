@@ -52,7 +52,9 @@
 /// - Invalid entries (an empty chat, sender or msg_id, or a secret that is
 ///   not 32 bytes, shorter or longer) are answered with
 ///   `errc::invalid_secret_entry` in storage's words; nothing of that
-///   request is stored.
+///   request is stored. A lookup of a key with an empty chat, sender or
+///   msg_id gets the same error, not "not found" (a batch of keys is refused
+///   whole, naming the first bad key).
 /// - A drain worker or reader that dies is replaced (see
 ///   `spawn_secret_buffer`); what it was doing is retried, nothing is lost.
 /// - When the buffer stops, every request still parked is answered with
