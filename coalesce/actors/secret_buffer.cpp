@@ -630,7 +630,12 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
     [self](seal_atom) { return seal(self); },
     [self](stats_atom) { return current_stats(self->state); },
     [self](drain_atom) { on_drain(self); },
-    [self](flush_atom, caf::timespan deadline) {
+    [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
+      // A deadline already past would race the flush against its own timer.
+      if (deadline < caf::timespan{0})
+        return make_error(errc::invalid_request,
+                          "the flush deadline " + caf::deep_to_string(deadline)
+                            + " is negative");
       return flush(self, deadline);
     },
     [self](caf::timeout_atom, uint64_t id) { on_flush_deadline(self, id); },

@@ -47,7 +47,8 @@
 ///   producers back-pressure at the high-water mark as usual.
 /// - `flush` is answered once everything queued before it is durable (the
 ///   flush ends with a WAL sync, whatever the durability mode). After `seal`,
-///   every `queue` is answered only once its entries are durable. A failed
+///   every `queue` is answered only once its entries are durable. A flush
+///   with a negative deadline is refused with `errc::invalid_request`. A failed
 ///   WAL sync is retried on its own timer; batches go on meanwhile.
 /// - Invalid entries (an empty chat, sender or msg_id, or a secret that is
 ///   not 32 bytes, shorter or longer) are answered with
