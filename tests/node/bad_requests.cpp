@@ -296,6 +296,37 @@ std::vector<bad_request> secret_rows(mode from) {
                               return std::string{"found an unknown key"};
                           return std::string{};
                         })));
+  // Times are signed: one before 1970 is a time, not an error.
+  rows.push_back(fine("queue then lookup: expires_at -1 (fine: stored, read "
+                      "as expired, so not found)",
+                      s,
+                      [](scoped_actor& self, const node_actor& node) {
+                        auto entry = make_entry("expired-long-ago", 4);
+                        entry.expires_at = -1;
+                        auto queued = ask(self, node, queue_atom::value, entry);
+                        if (queued.err)
+                          return queued;
+                        return ask(self, node, lookup_atom::value,
+                                   entry.key());
+                      },
+                      answered_with<secret_lookup>([](const secret_lookup& x) {
+                        return x.found ? "an expired row was found" : "";
+                      })));
+  rows.push_back(fine("queue then lookup: message_ts -5 (fine: read back)", s,
+                      [](scoped_actor& self, const node_actor& node) {
+                        auto entry = make_entry("sent-before-1970", 5);
+                        entry.message_ts = -5;
+                        auto queued = ask(self, node, queue_atom::value, entry);
+                        if (queued.err)
+                          return queued;
+                        return ask(self, node, lookup_atom::value,
+                                   entry.key());
+                      },
+                      answered_with<secret_lookup>([](const secret_lookup& x) {
+                        return x.found && x.message_ts == -5
+                                 ? ""
+                                 : "not read back as queued";
+                      })));
   rows.push_back(refused("flush: a negative deadline", s,
                          [](scoped_actor& self, const node_actor& node) {
                            return ask(self, node, flush_atom::value,
@@ -375,6 +406,12 @@ std::vector<bad_request> timeline_rows() {
     refused("append: an event with an empty id", t,
             append(untouched, {timeline_event{"", "m.room.message", 1, "x"}}),
             invalid, "an event has an empty event_id"),
+    fine("append: an event at timestamp -1 (fine: stored)", t,
+         append("!before-1970:x",
+                {timeline_event{"old", "m.room.message", -1, "x"}}),
+         answered_with<uint64_t>([](const uint64_t& n) {
+           return n == 1 ? "" : "not stored";
+         })),
     fine("append: no events (stores nothing, answers 0)", t,
          append(untouched, {}),
          answered_with<uint64_t>([](const uint64_t& n) {
@@ -433,6 +470,14 @@ std::vector<bad_request> backfill_rows() {
               x.stop.what = stop_condition::kind::until_type;
             }),
             invalid, "until_type names no event type"),
+    fine("enqueue: older than timestamp -1 (fine: a ticket)", b,
+         enqueue([](backfill_request& x) {
+           x.stop.what = stop_condition::kind::older_than;
+           x.stop.timestamp = -1;
+         }),
+         answered_with<backfill_ticket>([](const backfill_ticket& x) {
+           return x.id != 0 ? "" : "ticket 0";
+         })),
     fine("enqueue: batch size 2^32-1 for an unknown room (a ticket)", b,
          enqueue([](backfill_request& x) {
            x.batch_size = std::numeric_limits<uint32_t>::max();
