@@ -30,6 +30,14 @@ bool valid(const backfill_request& x, std::string& problem) {
   else if (static_cast<uint8_t>(x.stop.what) > 3)
     problem = "unknown stop condition "
               + std::to_string(static_cast<int>(x.stop.what));
+  // No event has an empty id or type: such a condition is never met and
+  // silently turns into "never".
+  else if (x.stop.what == stop_condition::kind::until_event
+           && x.stop.event_id.empty())
+    problem = "the stop condition until_event names no event";
+  else if (x.stop.what == stop_condition::kind::until_type
+           && x.stop.event_type.empty())
+    problem = "the stop condition until_type names no event type";
   return problem.empty();
 }
 

@@ -57,6 +57,11 @@
 ///   answered `errc::await_replaced` at once. `enqueue` after shutdown is
 ///   refused with `errc::service_shut_down`, and on shutdown every waiting caller is
 ///   answered `cancelled`.
+/// - A malformed `enqueue` (an empty room, batch size 0, an unknown priority
+///   or stop condition, an until_event or until_type condition with an
+///   empty event id or type) is refused with `errc::invalid_request`; a
+///   ticket it never issued, or whose result it forgot, with
+///   `errc::unknown_ticket`.
 ///
 /// A run asks its pager for one batch at a time, with `pager_timeout` for
 /// the page and for its commit; an error, a dead pager or no answer in time

@@ -181,11 +181,27 @@ caf::result<ok_atom> begin_shutdown(gateway_pointer self) {
   return ok_atom::value;
 }
 
+/// A message no handler takes, answered with a coalesce error rather than
+/// CAF's bare unexpected_message (which also prints to stderr). One that
+/// arrives empty is a request the middleman could not decode: a field over
+/// its decoder's limit (coalesce/messages/secret_entry.hpp), a truncated or
+/// foreign message.
+caf::result<caf::message> refuse_unknown(caf::scheduled_actor*,
+                                         caf::message_view& x) {
+  if (x.content().empty())
+    return make_error(errc::invalid_request,
+                      "the request could not be decoded: a field over its "
+                      "limit, or not a request of this coalesce version");
+  return make_error(errc::invalid_request,
+                    "the node serves no such request");
+}
+
 node_actor::behavior_type node_gateway(gateway_pointer self,
                                        service_handles services,
                                        foreign_owner_fn foreign_owner) {
   self->state.services = std::move(services);
   self->state.foreign_owner = std::move(foreign_owner);
+  self->set_default_handler(refuse_unknown);
   auto handlers = std::tuple_cat(
     std::apply(
       [self](auto... entries) {

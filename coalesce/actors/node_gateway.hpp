@@ -31,6 +31,9 @@
 ///   request that carries no key (a flush, a backfill ticket, a session
 ///   lease) is served: a ticket or lease exists only on the node that
 ///   issued it.
+/// - A message of no request it serves, or one the middleman could not
+///   decode (a field over its limit: it arrives empty), is answered
+///   `errc::invalid_request` saying which.
 /// - `stats` gathers the counters of every service that has them (its
 ///   entry names its member of `node_stats`) into one `node_stats`; each
 ///   such service answers `stats` itself.

@@ -40,6 +40,16 @@ caf::error check_entry(const secret_entry& entry, std::size_t index) {
                     what + " (entry " + std::to_string(index) + ")");
 }
 
+/// A key with an empty part names nothing a queue could have stored: a
+/// lookup of it is a caller's bug, answered as such rather than "not found".
+caf::error check_key(const secret_key& key, std::size_t index) {
+  auto what = storage::invalid_secret_key(key);
+  if (what.empty())
+    return caf::none;
+  return make_error(errc::invalid_secret_entry,
+                    what + " (key " + std::to_string(index) + ")");
+}
+
 /// The answer a read after the next flush would give: the stored row with
 /// what the buffer holds for the key applied on top.
 secret_lookup resolve(const stored_secret* stored,
@@ -397,6 +407,8 @@ void read_stored(buffer_pointer self, std::vector<secret_key> keys,
 
 caf::result<secret_lookup> lookup_one(buffer_pointer self,
                                       const secret_key& key) {
+  if (auto err = check_key(key, 0))
+    return err;
   auto& st = self->state;
   auto now = storage::unix_now();
   auto buffered = st.pending.find(key);
@@ -439,6 +451,9 @@ struct stored_reads {
 
 caf::result<std::vector<secret_lookup>>
 lookup_many(buffer_pointer self, const std::vector<secret_key>& keys) {
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (auto err = check_key(keys[i], i))
+      return err;
   auto& st = self->state;
   auto now = storage::unix_now();
   std::vector<secret_lookup> answers(keys.size());
@@ -615,7 +630,12 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
     [self](seal_atom) { return seal(self); },
     [self](stats_atom) { return current_stats(self->state); },
     [self](drain_atom) { on_drain(self); },
-    [self](flush_atom, caf::timespan deadline) {
+    [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
+      // A deadline already past would race the flush against its own timer.
+      if (deadline < caf::timespan{0})
+        return make_error(errc::invalid_request,
+                          "the flush deadline " + caf::deep_to_string(deadline)
+                            + " is negative");
       return flush(self, deadline);
     },
     [self](caf::timeout_atom, uint64_t id) { on_flush_deadline(self, id); },

@@ -47,12 +47,15 @@
 ///   producers back-pressure at the high-water mark as usual.
 /// - `flush` is answered once everything queued before it is durable (the
 ///   flush ends with a WAL sync, whatever the durability mode). After `seal`,
-///   every `queue` is answered only once its entries are durable. A failed
+///   every `queue` is answered only once its entries are durable. A flush
+///   with a negative deadline is refused with `errc::invalid_request`. A failed
 ///   WAL sync is retried on its own timer; batches go on meanwhile.
 /// - Invalid entries (an empty chat, sender or msg_id, or a secret that is
 ///   not 32 bytes, shorter or longer) are answered with
 ///   `errc::invalid_secret_entry` in storage's words; nothing of that
-///   request is stored.
+///   request is stored. A lookup of a key with an empty chat, sender or
+///   msg_id gets the same error, not "not found" (a batch of keys is refused
+///   whole, naming the first bad key).
 /// - A drain worker or reader that dies is replaced (see
 ///   `spawn_secret_buffer`); what it was doing is retried, nothing is lost.
 /// - When the buffer stops, every request still parked is answered with

@@ -785,6 +785,10 @@ void flush_done(persister_pointer self, uint64_t id, const std::string& session,
 
 caf::result<uint64_t> on_flush_all(persister_pointer self,
                                    caf::timespan limit) {
+  if (limit < caf::timespan{0})
+    return make_error(errc::invalid_request,
+                      "the flushall limit " + caf::deep_to_string(limit)
+                        + " is negative");
   auto& st = self->state;
   auto promise = self->make_response_promise<uint64_t>();
   auto id = st.flushes.park(promise);

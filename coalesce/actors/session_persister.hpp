@@ -43,10 +43,10 @@
 /// - `exclusive` answers a lease once the persists queued before it are
 ///   written; the session's writes wait until `release` or the holder dies.
 /// - Bad input (an empty session id or one over 255 bytes, a payload over
-///   `max_update`, an update without an id) is refused with
-///   errc::invalid_request and changes nothing. A snapshot over `max_blob`,
-///   not a string, or not answered within `snapshot_timeout` fails that
-///   write like a storage failure.
+///   `max_update`, an update without an id, a negative `flushall` limit) is
+///   refused with errc::invalid_request and changes nothing. A snapshot over
+///   `max_blob`, not a string, or not answered within `snapshot_timeout`
+///   fails that write like a storage failure.
 /// - Actors: the persister keeps the registry (session_registry.hpp) and
 ///   routes; one writer actor per session with work runs its queue
 ///   (session_queue.hpp) and retires when idle; every RocksDB call goes to

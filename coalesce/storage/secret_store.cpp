@@ -67,13 +67,19 @@ public:
 
 } // namespace
 
-std::string invalid_secret_entry(const secret_entry& entry) {
-  if (entry.chat.empty())
+std::string invalid_secret_key(const secret_key& key) {
+  if (key.chat.empty())
     return "the chat is empty";
-  if (entry.sender.empty())
+  if (key.sender.empty())
     return "the sender is empty";
-  if (entry.msg_id.empty())
+  if (key.msg_id.empty())
     return "the msg_id is empty";
+  return {};
+}
+
+std::string invalid_secret_entry(const secret_entry& entry) {
+  if (auto what = invalid_secret_key(entry.key()); !what.empty())
+    return what;
   if (entry.secret.size() != secret_size)
     return "the secret must be " + std::to_string(secret_size) + " bytes, got "
            + std::to_string(entry.secret.size());

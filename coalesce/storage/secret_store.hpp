@@ -31,6 +31,11 @@ namespace coalesce::storage {
 /// nothing does. The buffer refuses a `queue` with the same words.
 std::string invalid_secret_entry(const secret_entry& entry);
 
+/// What makes `key` name no storable secret (an empty chat, sender or
+/// msg_id), empty when nothing does: the buffer refuses a lookup of it with
+/// the words of `invalid_secret_entry`.
+std::string invalid_secret_key(const secret_key& key);
+
 /// Writes `writes` as one batch with durability `mode` (by default the
 /// database's); refuses the whole batch with `errc::invalid_secret_entry`
 /// if one entry is invalid.

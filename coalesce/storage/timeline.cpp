@@ -212,6 +212,17 @@ caf::error commit_page(database& db, const std::string& room,
                         "a page cursor cannot move the position forwards");
     if (cursor.next == cursor.read_at)
       return caf::none;
+    // No page is read beyond the head, which never goes back: such a cursor
+    // is forged, and would skip events never delivered.
+    auto head = read_counter(state, encode_head_key(room), "the timeline head",
+                             room);
+    if (!head)
+      return std::move(head.error());
+    if (cursor.read_at > head->value_or(0))
+      return make_error(errc::invalid_request,
+                        "a page cursor read at " + std::to_string(cursor.read_at)
+                          + " lies beyond the room's newest event (head "
+                          + std::to_string(head->value_or(0)) + ")");
     auto position_key = encode_position_key(room);
     auto stored = read_counter(state, position_key, "the timeline position",
                                room);

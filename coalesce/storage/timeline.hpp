@@ -66,7 +66,8 @@ page_backwards(database& db, const std::string& room, uint32_t max_events);
 /// `cursor.read_at` or was never stored (the room's first page). A stale
 /// cursor (the position moved meanwhile) writes nothing and is no error, so
 /// a repeated commit is harmless. A cursor whose `next` lies after its
-/// `read_at` is refused with errc::invalid_request.
+/// `read_at`, or whose `read_at` lies beyond the room's head (no page was
+/// read there: a forged cursor), is refused with errc::invalid_request.
 caf::error commit_page(database& db, const std::string& room,
                        const page_cursor& cursor,
                        std::optional<durability> mode = std::nullopt);
