@@ -35,9 +35,6 @@ status_kb() { # status_kb PID FIELD: VmRSS or VmHWM (the peak) in KiB
   awk -v field="$2:" '$1 == field { print $2 }' "/proc/$1/status"
 }
 
-sanitizer_build() {
-  ldd "$NODE" | grep -q libasan
-}
 
 # within_bound WHAT KIB_ABOVE_START: ASan's allocator keeps freed memory in
 # quarantine, so the bound is checked in the normal build only (as app.tls).
@@ -47,30 +44,6 @@ within_bound() {
   else
     check "$1: $2 KiB above the start, under $RSS_BOUND_KIB" [ "$2" -lt "$RSS_BOUND_KIB" ]
   fi
-}
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_tls_node_with_metrics NAME: a mutual-TLS node with a metrics port;
-# a metrics port taken meanwhile by another process is retried.
-start_tls_node_with_metrics() {
-  local name="$1" attempt
-  for attempt in 1 2 3; do
-    METRICS_PORT=$(free_port)
-    if start_node "$name" --coalesce.metrics-port="$METRICS_PORT" "${NODE_TLS[@]}"; then
-      local deadline=$((SECONDS + 30))
-      while [ $SECONDS -lt $deadline ] && kill -0 "$NODE_PID" 2>/dev/null; do
-        grep -q "metrics on 127.0.0.1:$METRICS_PORT" "$WORK/$name.log" && return 0
-        sleep 0.05
-      done
-    fi
-    wait_exit "$NODE_PID" 30
-    grep -q "coalesce.metrics-port" "$WORK/$name.log" || break
-  done
-  cat "$WORK/$name.log" >&2
-  return 1
 }
 
 # attack NAME COMMAND ARGS...: runs the attacker's COMMAND with a hold file;
@@ -132,7 +105,7 @@ hostile_phase() {
 # -- the tests ---------------------------------------------------------------
 
 test_hostile_tls_and_http_leave_the_node_serving_within_100_mib() {
-  start_tls_node_with_metrics hostile || { CURRENT_OK=0; return; }
+  start_with_metrics hostile "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
   check "a first legitimate put" tls_cli secret put g@g.us a H0 "$(hex32 99)" 0 99
   legitimate_clients_served "before"
   RSS_START=$(status_kb "$NODE_PID" VmRSS)

@@ -9,36 +9,6 @@ source "$(dirname "$0")/process_helpers.sh"
 command -v curl >/dev/null || { echo "curl is missing: skipped"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 is missing: skipped"; exit 77; }
 
-# free_port: a port nothing listens on right now, from the kernel. Another
-# process may take it before the node binds it: start_with_metrics retries.
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_with_metrics NAME [ARGS...]: start_node with a free metrics port;
-# sets METRICS_PORT. A port taken meanwhile (the node exits naming the
-# key) is retried with another.
-start_with_metrics() {
-  local name="$1" attempt
-  shift
-  for attempt in 1 2 3; do
-    METRICS_PORT=$(free_port)
-    if start_node "$name" --coalesce.metrics-port="$METRICS_PORT" "$@" 2>/dev/null; then
-      # "listening on" comes before the metrics start: wait for their line.
-      local deadline=$((SECONDS + 30))
-      while [ $SECONDS -lt $deadline ] && kill -0 "$NODE_PID" 2>/dev/null; do
-        grep -q "metrics on 127.0.0.1:$METRICS_PORT" "$WORK/$name.log" && return 0
-        sleep 0.05
-      done
-    fi
-    wait_exit "$NODE_PID" 30
-    grep -q "coalesce.metrics-port" "$WORK/$name.log" || break
-  done
-  echo "    node $name did not serve metrics:" >&2
-  cat "$WORK/$name.log" >&2
-  return 1
-}
-
 scrape() { # scrape FILE: the metrics page into FILE
   curl -sS --max-time 20 "http://127.0.0.1:$METRICS_PORT/metrics" >"$1"
 }

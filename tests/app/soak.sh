@@ -23,7 +23,7 @@ sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2"
 # ASan's allocator keeps freed memory in quarantine (hundreds of MB): the
 # memory bound holds for the normal build, the sanitizer build lifts it.
 SANITIZED=
-ldd "$NODE" | grep -q libasan && SANITIZED=1
+sanitizer_build && SANITIZED=1
 
 test_a_short_soak_serves_every_request_within_its_memory_bound() {
   local out="$WORK/soak.out" rc=0 lifted=()

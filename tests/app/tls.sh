@@ -250,7 +250,7 @@ test_garbage_on_the_tls_port_leaves_the_node_serving_within_100_mib() {
   # ASan's allocator keeps freed memory in quarantine (here 250 MB more
   # for the same run), so the bound is checked in the normal build only,
   # which CI runs too.
-  if ldd "$NODE" | grep -q libasan; then
+  if sanitizer_build; then
     echo "    (sanitizer build: the memory bound is checked in the normal build)"
   else
     check "resident memory with the garbage held is within 100 MiB of the start" \
