@@ -183,7 +183,7 @@ std::string check_config_file(const node_config& cfg, const std::string& file,
   // A directory opens as a stream and throws at the first read.
   if (!std::filesystem::is_regular_file(file, ignored)
       || !std::ifstream{file}.good())
-    return "cannot read the config file " + file + ": not a readable file";
+    return "cannot read the config file " + file + ": not a regular file";
   if (auto problem = read_problem(file); !problem.empty())
     return problem;
   auto raw = caf::actor_system_config::parse_config_file(file.c_str());
