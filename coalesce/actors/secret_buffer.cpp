@@ -13,6 +13,7 @@
 
 #include "coalesce/actors/caller_monitor.hpp"
 #include "coalesce/actors/durability_waiters.hpp"
+#include "coalesce/actors/option_text.hpp"
 #include "coalesce/actors/parked_requests.hpp"
 #include "coalesce/actors/pending_secrets.hpp"
 #include "coalesce/actors/retry_backoff.hpp"
@@ -634,7 +635,7 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
       // A deadline already past would race the flush against its own timer.
       if (deadline < caf::timespan{0})
         return make_error(errc::invalid_request,
-                          "the flush deadline " + caf::deep_to_string(deadline)
+                          "the flush deadline " + duration_text(deadline)
                             + " is negative");
       return flush(self, deadline);
     },

@@ -11,6 +11,7 @@
 
 #include "coalesce/actors/caller_monitor.hpp"
 #include "coalesce/actors/guarded_write.hpp"
+#include "coalesce/actors/option_text.hpp"
 #include "coalesce/actors/parked_requests.hpp"
 #include "coalesce/actors/session_queue.hpp"
 #include "coalesce/actors/session_registry.hpp"
@@ -787,7 +788,7 @@ caf::result<uint64_t> on_flush_all(persister_pointer self,
                                    caf::timespan limit) {
   if (limit < caf::timespan{0})
     return make_error(errc::invalid_request,
-                      "the flushall limit " + caf::deep_to_string(limit)
+                      "the flushall limit " + duration_text(limit)
                         + " is negative");
   auto& st = self->state;
   auto promise = self->make_response_promise<uint64_t>();

@@ -332,7 +332,7 @@ std::vector<bad_request> secret_rows(mode from) {
                            return ask(self, node, flush_atom::value,
                                       timespan{-1s});
                          },
-                         errc::invalid_request, "deadline"));
+                         errc::invalid_request, "deadline -1s is negative"));
   return rows;
 }
 
@@ -609,7 +609,7 @@ std::vector<bad_request> session_rows(const requester_parts& parts) {
             [](scoped_actor& self, const node_actor& node) {
               return ask(self, node, flush_all_atom::value, timespan{-1s});
             },
-            invalid, "limit"),
+            invalid, "limit -1s is negative"),
     refused("exclusive: empty session id", p,
             on_session(exclusive_atom::value, ""), invalid,
             "the session id is empty"),
