@@ -130,6 +130,28 @@ test_every_out_of_range_value_is_refused_naming_its_key() {
   done < <(out_of_range_values)
 }
 
+# refuse_file WHAT NAME CONTENT: a config file holding CONTENT (printf's
+# escapes); FILE in NAME stands for the file's path.
+refuse_file() {
+  local file="$WORK/file-$((TRIED + 1)).ini"
+  printf '%b' "$3" >"$file"
+  refuse_start "$1" "${2//FILE/$file}" --config-file="$file"
+}
+
+# refuse_database WHAT DIR: a database directory that cannot be opened; the
+# node gets as far as opening it, so the database check of refuse_start
+# does not apply.
+refuse_database() {
+  local log="$WORK/db.log"
+  TRIED=$((TRIED + 1))
+  "$NODE" --config-file="$ROOT/config/coalesce.ini" --coalesce.port=0 \
+    --coalesce.db-path="$2" >"$log" 2>&1
+  local rc=$?
+  check "$1: exit 1 (got $rc)" [ "$rc" = 1 ]
+  check "$1: naming coalesce.db-path ($(tail -n 1 "$log"))" \
+    grep -qF "coalesce.db-path = \"$2\"" "$log"
+}
+
 test_missing_and_broken_files_are_refused_naming_them() {
   local ini="$ROOT/config/coalesce.ini"
   refuse_start "a config file that does not exist" "$WORK/none.ini" \
@@ -137,39 +159,18 @@ test_missing_and_broken_files_are_refused_naming_them() {
   mkdir -p "$WORK/a-directory.ini"
   refuse_start "a config file that is a directory" "$WORK/a-directory.ini" \
     --config-file="$WORK/a-directory.ini"
-  printf '[coalesce\nport = 1\n' >"$WORK/unclosed.ini"
-  refuse_start "a section left open" "$WORK/unclosed.ini" \
-    --config-file="$WORK/unclosed.ini"
-  printf '[coalesce]\nport = \n' >"$WORK/no-value.ini"
-  refuse_start "a key without a value" "$WORK/no-value.ini" \
-    --config-file="$WORK/no-value.ini"
-  printf '[coalesce]\n[coalesce.nested]\nport = 1\n' >"$WORK/nested.ini"
-  refuse_start "a nested section" "coalesce.nested" \
-    --config-file="$WORK/nested.ini"
-  printf '[coalesce]\nnope = 1\n' >"$WORK/unknown.ini"
-  refuse_start "an unknown key in the file" "coalesce.nope" \
-    --config-file="$WORK/unknown.ini"
+  refuse_file "a section left open" FILE '[coalesce\nport = 1\n'
+  refuse_file "a key without a value" FILE '[coalesce]\nport = \n'
+  refuse_file "a nested section" coalesce.nested '[coalesce]\n[coalesce.nested]\nport = 1\n'
+  refuse_file "an unknown key in the file" coalesce.nope '[coalesce]\nnope = 1\n'
   refuse_start "an unknown key on the command line" "coalesce.nope" \
     --config-file="$ini" --coalesce.nope=1
   refuse_start "a key without its value" "coalesce.port" \
     --config-file="$ini" --coalesce.port
   refuse_start "a stray argument" "stray" --config-file="$ini" stray
-  # The database's directory: its parent missing, or a file in its place.
-  "$NODE" --config-file="$ini" --coalesce.port=0 \
-    --coalesce.db-path="$WORK/no/such/parent/db" >"$WORK/db.log" 2>&1
-  local rc=$?
-  TRIED=$((TRIED + 1))
-  check "a database under a missing directory: exit 1 (got $rc)" [ "$rc" = 1 ]
-  check "naming coalesce.db-path ($(tail -n 1 "$WORK/db.log"))" \
-    grep -q "coalesce.db-path = \"$WORK/no/such/parent/db\"" "$WORK/db.log"
+  refuse_database "a database under a missing directory" "$WORK/no/such/parent/db"
   : >"$WORK/a-file"
-  "$NODE" --config-file="$ini" --coalesce.port=0 \
-    --coalesce.db-path="$WORK/a-file" >"$WORK/db.log" 2>&1
-  rc=$?
-  TRIED=$((TRIED + 1))
-  check "a database where a file is: exit 1 (got $rc)" [ "$rc" = 1 ]
-  check "naming coalesce.db-path ($(tail -n 1 "$WORK/db.log"))" \
-    grep -q "coalesce.db-path = \"$WORK/a-file\"" "$WORK/db.log"
+  refuse_database "a database where a file is" "$WORK/a-file"
 }
 
 test_a_port_in_use_is_refused_naming_the_key() {
@@ -186,14 +187,10 @@ test_a_port_in_use_is_refused_naming_the_key() {
 
 test_a_key_set_twice_is_refused_naming_it() {
   # CAF's reader keeps one of the two values without a word.
-  printf '[coalesce]\nsecrets-pending-limit = 1\nsecrets-pending-limit = 2\n' \
-    >"$WORK/twice.ini"
-  refuse_start "a key set twice" "coalesce.secrets-pending-limit is set twice" \
-    --config-file="$WORK/twice.ini"
-  printf '[coalesce]\nport = 1\n[openssl]\ncafile = "a"\n[coalesce]\nport = 2\n' \
-    >"$WORK/twice-in-two-sections.ini"
-  refuse_start "a key set twice in two sections" "coalesce.port is set twice" \
-    --config-file="$WORK/twice-in-two-sections.ini"
+  refuse_file "a key set twice" "coalesce.secrets-pending-limit is set twice" \
+    '[coalesce]\nsecrets-pending-limit = 1\nsecrets-pending-limit = 2\n'
+  refuse_file "a key set twice in two sections" "coalesce.port is set twice" \
+    '[coalesce]\nport = 1\n[openssl]\ncafile = "a"\n[coalesce]\nport = 2\n'
 }
 
 test_every_tls_file_that_is_missing_is_refused_naming_its_key() {

@@ -197,6 +197,15 @@ std::vector<bad_request> secret_rows(mode from) {
       return ask(self, node, lookup_atom::value, keys);
     };
   };
+  // Queues `entry`, then looks it up: the lookup's answer is the row's.
+  auto queue_then_lookup = [](secret_entry entry) -> send_fn {
+    return [entry](scoped_actor& self, const node_actor& node) {
+      auto queued = ask(self, node, queue_atom::value, entry);
+      if (queued.err)
+        return queued;
+      return ask(self, node, lookup_atom::value, entry.key());
+    };
+  };
   auto invalid = errc::invalid_secret_entry;
   std::vector<bad_request> rows{
     refused("queue: empty chat", s,
@@ -300,28 +309,18 @@ std::vector<bad_request> secret_rows(mode from) {
   rows.push_back(fine("queue then lookup: expires_at -1 (fine: stored, read "
                       "as expired, so not found)",
                       s,
-                      [](scoped_actor& self, const node_actor& node) {
-                        auto entry = make_entry("expired-long-ago", 4);
-                        entry.expires_at = -1;
-                        auto queued = ask(self, node, queue_atom::value, entry);
-                        if (queued.err)
-                          return queued;
-                        return ask(self, node, lookup_atom::value,
-                                   entry.key());
-                      },
+                      queue_then_lookup(entry_with([](secret_entry& x) {
+                        x.msg_id = "expired-long-ago";
+                        x.expires_at = -1;
+                      })),
                       answered_with<secret_lookup>([](const secret_lookup& x) {
                         return x.found ? "an expired row was found" : "";
                       })));
   rows.push_back(fine("queue then lookup: message_ts -5 (fine: read back)", s,
-                      [](scoped_actor& self, const node_actor& node) {
-                        auto entry = make_entry("sent-before-1970", 5);
-                        entry.message_ts = -5;
-                        auto queued = ask(self, node, queue_atom::value, entry);
-                        if (queued.err)
-                          return queued;
-                        return ask(self, node, lookup_atom::value,
-                                   entry.key());
-                      },
+                      queue_then_lookup(entry_with([](secret_entry& x) {
+                        x.msg_id = "sent-before-1970";
+                        x.message_ts = -5;
+                      })),
                       answered_with<secret_lookup>([](const secret_lookup& x) {
                         return x.found && x.message_ts == -5
                                  ? ""
