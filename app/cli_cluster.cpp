@@ -5,8 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/cli_command.hpp"
-#include "coalesce/client/cluster_map.hpp"
+#include "cli_command.hpp"
+#include <coalesce/client/cluster_map.hpp>
 
 namespace coalesce {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "app/node_client.hpp"
-#include "app/secret_lines.hpp"
+#include "node_client.hpp"
+#include "secret_lines.hpp"
 
 namespace CLI {
 class App;

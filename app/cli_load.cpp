@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "app/cli_command.hpp"
+#include "cli_command.hpp"
 
 namespace coalesce {
 

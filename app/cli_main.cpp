@@ -12,10 +12,10 @@
 #include <caf/io/all.hpp>
 #include <caf/openssl/manager.hpp>
 
-#include "app/cli_command.hpp"
-#include "coalesce/client/tls_files.hpp"
-#include "coalesce/client/cluster_client.hpp"
-#include "coalesce/messages/registration.hpp"
+#include "cli_command.hpp"
+#include <coalesce/client/tls_files.hpp>
+#include <coalesce/client/cluster_client.hpp>
+#include <coalesce/messages/registration.hpp>
 
 using namespace coalesce;
 

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/cli_command.hpp"
+#include "cli_command.hpp"
 
 namespace coalesce {
 

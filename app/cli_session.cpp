@@ -10,8 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/cli_command.hpp"
-#include "coalesce/messages/errc.hpp"
+#include "cli_command.hpp"
+#include <coalesce/messages/errc.hpp>
 
 namespace coalesce {
 

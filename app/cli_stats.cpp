@@ -11,8 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "app/cli_command.hpp"
-#include "coalesce/client/cluster_map.hpp"
+#include "cli_command.hpp"
+#include <coalesce/client/cluster_map.hpp>
 
 namespace coalesce {
 

@@ -5,8 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/cli_command.hpp"
-#include "app/event_lines.hpp"
+#include "cli_command.hpp"
+#include "event_lines.hpp"
 
 namespace coalesce {
 

@@ -1,6 +1,6 @@
-#include "app/event_lines.hpp"
+#include "event_lines.hpp"
 
-#include "app/secret_lines.hpp"
+#include "secret_lines.hpp"
 
 namespace coalesce {
 

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "coalesce/messages/backfill.hpp"
+#include <coalesce/messages/backfill.hpp>
 
 /// The text form of timeline events that `timeline append` reads and
 /// `backfill` prints: `EVENT_ID TYPE TIMESTAMP BODY...`, the body being the

@@ -1,4 +1,4 @@
-#include "app/fault_control.hpp"
+#include "fault_control.hpp"
 
 #include <chrono>
 #include <fstream>

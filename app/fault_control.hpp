@@ -5,7 +5,7 @@
 #include <string>
 #include <thread>
 
-#include "coalesce/storage/fault_injection.hpp"
+#include <coalesce/storage/fault_injection.hpp>
 
 /// TEST SEAM of the test build of the node (coalesce-node-faulty), never in
 /// coalesce-node: switches the fault-injecting file system from a control

@@ -10,12 +10,12 @@
 #include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
-#include "app/node_config.hpp"
-#include "coalesce/node/node.hpp"
+#include "node_config.hpp"
+#include <coalesce/node/node.hpp>
 
 #ifdef COALESCE_FAULT_SEAM
-#  include "app/fault_control.hpp"
-#  include "coalesce/storage/fault_injection.hpp"
+#  include "fault_control.hpp"
+#  include <coalesce/storage/fault_injection.hpp>
 #endif
 
 namespace {

@@ -1,4 +1,4 @@
-#include "app/node_client.hpp"
+#include "node_client.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -6,8 +6,8 @@
 
 #include <caf/io/all.hpp>
 
-#include "coalesce/client/connect.hpp"
-#include "coalesce/messages/errc.hpp"
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/errc.hpp>
 
 namespace coalesce {
 

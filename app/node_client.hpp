@@ -10,7 +10,7 @@
 
 #include <caf/all.hpp>
 
-#include "coalesce/messages/node_interface.hpp"
+#include <coalesce/messages/node_interface.hpp>
 
 /// coalesce-cli's side of a conversation with a node: connecting within a
 /// timeout, one session every command talks through, and turning every

@@ -1,4 +1,4 @@
-#include "app/node_config.hpp"
+#include "node_config.hpp"
 
 #include <arpa/inet.h>
 
@@ -14,8 +14,8 @@
 #include <caf/detail/parser/read_ini.hpp>
 #include <caf/parser_state.hpp>
 
-#include "coalesce/client/tls_files.hpp"
-#include "coalesce/messages/registration.hpp"
+#include <coalesce/client/tls_files.hpp>
+#include <coalesce/messages/registration.hpp>
 
 namespace coalesce {
 

@@ -8,7 +8,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/timespan.hpp>
 
-#include "coalesce/node/settings.hpp"
+#include <coalesce/node/settings.hpp>
 
 namespace coalesce {
 

@@ -1,4 +1,4 @@
-#include "app/secret_lines.hpp"
+#include "secret_lines.hpp"
 
 #include <cerrno>
 #include <cstdlib>

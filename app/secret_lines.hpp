@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "coalesce/messages/secret_entry.hpp"
+#include <coalesce/messages/secret_entry.hpp>
 
 /// The text forms of secrets the CLI reads and prints: hex secrets, entry
 /// lines (`CHAT SENDER MSG_ID SECRET_HEX [EXPIRES_AT [MESSAGE_TS]]`) and key

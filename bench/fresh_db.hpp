@@ -8,7 +8,7 @@
 
 #include <stdlib.h>
 
-#include "coalesce/storage/database.hpp"
+#include <coalesce/storage/database.hpp>
 
 namespace coalesce::bench {
 

@@ -28,10 +28,10 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "coalesce/actors/session_persister.hpp"
-#include "coalesce/messages/registration.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/session_store.hpp"
+#include <coalesce/actors/session_persister.hpp>
+#include <coalesce/messages/registration.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/session_store.hpp>
 
 #include "fresh_db.hpp"
 
@@ -184,7 +184,7 @@ struct coalesce_result {
   uint64_t requests = 0;
   double persists_per_s = 0;
   double p99_ms = 0;
-  persister_stats stats;
+  session_persister_stats stats;
 };
 
 double percentile(std::vector<double> xs, double p) {
@@ -197,9 +197,9 @@ double percentile(std::vector<double> xs, double p) {
 coalesce_result measure_coalesce(caf::actor_system& sys,
                                  const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
-  persister_options options;
+  session_persister_options options;
   options.io_workers = cfg.io_workers;
-  auto service = spawn_persister_service(sys, fresh.db, options);
+  auto service = spawn_session_persister_actors(sys, fresh.db, options);
   auto handles = std::make_shared<std::vector<session_handle_actor>>();
   for (std::size_t i = 0; i < cfg.sessions; ++i)
     handles->push_back(sys.spawn(session_handle, std::string(blob_size, 'b')));
@@ -231,7 +231,7 @@ coalesce_result measure_coalesce(caf::actor_system& sys,
   result.persists_per_s = latencies.size() / elapsed;
   result.p99_ms = percentile(latencies, 0.99);
   self->request(service.persister, std::chrono::minutes{1}, stats_atom::value)
-    .receive([&](persister_stats& st) { result.stats = st; },
+    .receive([&](session_persister_stats& st) { result.stats = st; },
              [](caf::error& err) { check(err, "stats"); });
   for (auto& handle : *handles)
     self->send_exit(handle, caf::exit_reason::user_shutdown);

@@ -34,10 +34,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "coalesce/client/connect.hpp"
-#include "coalesce/client/tls_files.hpp"
-#include "coalesce/messages/registration.hpp"
-#include "coalesce/node/services.hpp"
+#include <coalesce/client/connect.hpp>
+#include <coalesce/client/tls_files.hpp>
+#include <coalesce/messages/registration.hpp>
+#include <coalesce/node/services.hpp>
 
 #include "node_process.hpp"
 
@@ -213,7 +213,7 @@ measurement measure_local(caf::actor_system& sys, const bench_config& cfg) {
   measurement result;
   auto cpu_before = own_cpu_seconds();
   result.rows_per_s
-    = drive(sys, cfg, caf::actor_cast<caf::actor>((*local)->handles().secrets));
+    = drive(sys, cfg, caf::actor_cast<caf::actor>((*local)->handles().secret_buffer));
   result.cpu_seconds = own_cpu_seconds() - cpu_before;
   caf::scoped_actor self{sys};
   self
@@ -257,7 +257,7 @@ std::optional<measurement> measure_node(caf::actor_system& sys,
   self->request(*gateway, request_timeout, stats_atom::value)
     .receive(
       [&](const node_stats& stats) {
-        result.write_batches = stats.secrets.batches_written;
+        result.write_batches = stats.secret_buffer.batches_written;
       },
       [&](caf::error& err) { fail("node stats: " + sys.render(err)); });
   return result;

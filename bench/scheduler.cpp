@@ -30,9 +30,9 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "coalesce/actors/backfill_scheduler.hpp"
-#include "coalesce/actors/run_queue.hpp"
-#include "coalesce/messages/registration.hpp"
+#include <coalesce/actors/backfill_scheduler.hpp>
+#include <coalesce/actors/run_queue.hpp>
+#include <coalesce/messages/registration.hpp>
 #include "bench/scheduler_decision.hpp"
 
 using namespace coalesce;
@@ -138,7 +138,7 @@ struct driver_report {
 /// Sends `total` backfills (enqueue, then await), `window` at a time, each
 /// for its own room, recording each one's round trip.
 caf::behavior backfill_driver(caf::event_based_actor* self,
-                              scheduler_actor scheduler, std::size_t total,
+                              backfill_scheduler_actor scheduler, std::size_t total,
                               std::size_t window,
                               std::shared_ptr<driver_report> report) {
   auto next = std::make_shared<std::size_t>(0);
@@ -223,7 +223,7 @@ actor_figures measure_actor_path() {
   } cfg;
   caf::actor_system sys{cfg};
   auto pager = sys.spawn(instant_pager);
-  scheduler_options options;
+  backfill_scheduler_options options;
   options.limits.max_concurrent = 64;
   options.limits.max_queued = 100'000;
   auto scheduler = spawn_backfill_scheduler(sys, pager, options);

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "coalesce/actors/run_queue.hpp"
-#include "coalesce/messages/backfill.hpp"
+#include <coalesce/actors/run_queue.hpp>
+#include <coalesce/messages/backfill.hpp>
 
 /// The seed's scheduling strategy, as the baseline of scripts/bench
 /// scheduler: one binary heap of (priority, seq, room) entries, highest

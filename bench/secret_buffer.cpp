@@ -28,11 +28,11 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "coalesce/actors/secret_buffer.hpp"
-#include "coalesce/messages/registration.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/secret_merge.hpp"
-#include "coalesce/storage/secret_store.hpp"
+#include <coalesce/actors/secret_buffer.hpp>
+#include <coalesce/messages/registration.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/secret_merge.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 #include "fresh_db.hpp"
 
@@ -175,7 +175,7 @@ buffer_result measure_buffer(caf::actor_system& sys, const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
   secret_buffer_options options;
   options.max_batch = cfg.max_batch;
-  auto service = spawn_secret_service(sys, fresh.db, options);
+  auto service = spawn_secret_buffer_actors(sys, fresh.db, options);
   std::vector<std::vector<std::vector<secret_entry>>> shares(cfg.producers);
   for (std::size_t i = 0, n = 0; i < cfg.entries;
        i += cfg.entries_per_message, ++n) {
@@ -262,7 +262,7 @@ std::pair<double, double> round_trips(caf::actor_system& sys,
 std::pair<double, double> measure_latency(caf::actor_system& sys,
                                           const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
-  auto service = spawn_secret_service(sys, fresh.db, secret_buffer_options{});
+  auto service = spawn_secret_buffer_actors(sys, fresh.db, secret_buffer_options{});
   auto result = round_trips(sys, cfg, caf::actor_cast<caf::actor>(service.buffer));
   caf::scoped_actor self{sys};
   self->send_exit(service.buffer, caf::exit_reason::user_shutdown);

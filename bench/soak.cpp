@@ -42,9 +42,9 @@
 #include <caf/io/middleman.hpp>
 #include <nlohmann/json.hpp>
 
-#include "coalesce/client/connect.hpp"
-#include "coalesce/messages/node_interface.hpp"
-#include "coalesce/messages/registration.hpp"
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/node_interface.hpp>
+#include <coalesce/messages/registration.hpp>
 
 #include "node_process.hpp"
 
@@ -735,10 +735,10 @@ nlohmann::ordered_json summary(const soak_config& cfg,
     {"latency_ms", latency},
   };
   out.update(memory_verdict(cfg, results));
-  out["scheduler_results_bytes"] = stats.scheduler.results_bytes;
-  out["scheduler_results_forgotten"] = stats.scheduler.results_forgotten;
-  out["secrets_written"] = stats.secrets.entries_written;
-  out["session_writes"] = stats.sessions.writes;
+  out["scheduler_results_bytes"] = stats.backfill_scheduler.results_bytes;
+  out["scheduler_results_forgotten"] = stats.backfill_scheduler.results_forgotten;
+  out["secrets_written"] = stats.secret_buffer.entries_written;
+  out["session_writes"] = stats.session_persister.writes;
   out["load_average"] = bench::load_average();
   return out;
 }

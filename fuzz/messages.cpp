@@ -18,8 +18,8 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
-#include "coalesce/messages/node_interface.hpp"
-#include "coalesce/messages/registration.hpp"
+#include <coalesce/messages/node_interface.hpp>
+#include <coalesce/messages/registration.hpp>
 
 namespace {
 

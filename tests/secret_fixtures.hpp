@@ -6,8 +6,8 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "coalesce/messages/registration.hpp"
-#include "coalesce/messages/secret_entry.hpp"
+#include <coalesce/messages/registration.hpp>
+#include <coalesce/messages/secret_entry.hpp>
 
 namespace coalesce::test {
 

@@ -42,10 +42,10 @@ bool use(caf::actor_system& sys, const coalesce::service_handles& services,
   std::vector<secret_entry> entries{
     {"family@g.us", "alice@s.whatsapp.net", "m1", secret, 0, 1700000000},
     {"family@g.us", "bob@s.whatsapp.net", "m2", secret, 0, 1700000001}};
-  self->request(services.secrets, 10s, queue_atom::value, entries)
+  self->request(services.secret_buffer, 10s, queue_atom::value, entries)
     .receive([](ok_atom) {}, fail);
   self
-    ->request(services.secrets, 10s, lookup_atom::value,
+    ->request(services.secret_buffer, 10s, lookup_atom::value,
               secret_key{"family@g.us", "bob@s.whatsapp.net", "m2"})
     .receive(
       [&](const secret_lookup& found) {
@@ -56,7 +56,7 @@ bool use(caf::actor_system& sys, const coalesce::service_handles& services,
         ok = ok && found.found;
       },
       fail);
-  self->request(services.secrets, 10s, flush_atom::value)
+  self->request(services.secret_buffer, 10s, flush_atom::value)
     .receive([&](ok_atom) { std::cout << where << ": flushed\n"; }, fail);
   std::vector<timeline_event> events{{"e1", "m.room.create", 1, ""},
                                      {"e2", "m.room.message", 2, "hi"},
@@ -68,9 +68,9 @@ bool use(caf::actor_system& sys, const coalesce::service_handles& services,
   request.room = room;
   request.batch_size = 2;
   backfill_ticket ticket;
-  self->request(services.backfill, 10s, enqueue_atom::value, request)
+  self->request(services.backfill_scheduler, 10s, enqueue_atom::value, request)
     .receive([&](const backfill_ticket& x) { ticket = x; }, fail);
-  self->request(services.backfill, 30s, await_atom::value, ticket)
+  self->request(services.backfill_scheduler, 30s, await_atom::value, ticket)
     .receive(
       [&](const backfill_result& result) {
         std::cout << where << ": backfill " << to_string(result.reason)

@@ -1,7 +1,7 @@
 #define CAF_SUITE actors.backfill_runs
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/actors/backfill_runs.hpp"
+#include <coalesce/actors/backfill_runs.hpp>
 
 #include <string>
 #include <vector>

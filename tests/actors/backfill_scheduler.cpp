@@ -1,14 +1,14 @@
 #define CAF_SUITE actors.backfill_scheduler
 #include <caf/test/dsl.hpp>
 
-#include "coalesce/actors/backfill_scheduler.hpp"
+#include <coalesce/actors/backfill_scheduler.hpp>
 
 #include <deque>
 #include <map>
 
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -105,7 +105,7 @@ backfill_request request_for(const std::string& room,
 /// What every suite here needs: a scheduler under the deterministic
 /// coordinator and the requests a caller sends it.
 struct scheduler_fixture_base : test_coordinator_fixture<test_config> {
-  scheduler_actor scheduler;
+  backfill_scheduler_actor scheduler;
 
   ~scheduler_fixture_base() override {
     // The scheduler answers its callers on exit.
@@ -113,7 +113,7 @@ struct scheduler_fixture_base : test_coordinator_fixture<test_config> {
     sched.run();
   }
 
-  void start_with(pager_actor pager, scheduler_options options) {
+  void start_with(pager_actor pager, backfill_scheduler_options options) {
     scheduler = spawn_backfill_scheduler(sys, std::move(pager), options);
     sched.run();
   }
@@ -154,7 +154,7 @@ struct scheduler_fixture_base : test_coordinator_fixture<test_config> {
   /// An await that stays parked: the answer is read later with `result_of`.
   struct parked_await {
     decltype(std::declval<scoped_actor&>()->request(
-      std::declval<scheduler_actor&>(), infinite, await_atom::value,
+      std::declval<backfill_scheduler_actor&>(), infinite, await_atom::value,
       backfill_ticket{})) handle;
   };
 
@@ -184,8 +184,8 @@ struct scheduler_fixture_base : test_coordinator_fixture<test_config> {
     return ask<backfill_result>(await_atom::value, ticket);
   }
 
-  scheduler_stats stats() {
-    return ask<scheduler_stats>(stats_atom::value);
+  backfill_scheduler_stats stats() {
+    return ask<backfill_scheduler_stats>(stats_atom::value);
   }
 
   /// By value: a check must not hold a reference into a temporary.
@@ -212,7 +212,7 @@ struct scheduler_fixture : scheduler_fixture_base {
 
   void start(run_limits limits = run_limits{},
              caf::timespan pager_timeout = std::chrono::seconds{30}) {
-    scheduler_options options;
+    backfill_scheduler_options options;
     options.limits = limits;
     options.pager_timeout = pager_timeout;
     start_with(pager, options);
@@ -247,7 +247,7 @@ struct scheduler_fixture : scheduler_fixture_base {
   }
 };
 
-uint64_t finished_count(const scheduler_stats& st, stop_reason reason) {
+uint64_t finished_count(const backfill_scheduler_stats& st, stop_reason reason) {
   return st.finished[static_cast<std::size_t>(reason)];
 }
 
@@ -614,7 +614,7 @@ CAF_TEST(shutdown cancels every run and refuses later requests) {
   CAF_CHECK_EQUAL(result_of(running_await).reason, stop_reason::cancelled);
   CAF_CHECK_EQUAL(finished(queued).reason, stop_reason::cancelled);
   auto err = ask_error<backfill_ticket>(enqueue_atom::value, request_for("!c"));
-  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_shut_down));
+  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::closed_to_new_requests));
   // A late answer of the pager changes nothing.
   release("!a", page({event("late")}));
   CAF_CHECK(at_pager().empty());
@@ -730,10 +730,10 @@ CAF_TEST(an await that timed out cancels nothing) {
   CAF_CHECK_EQUAL(r.events.size(), 2u);
 }
 
-/// scheduler_options{} as the node's defaults: 3 runs at once, 10,000 runs
+/// backfill_scheduler_options{} as the node's defaults: 3 runs at once, 10,000 runs
 /// waiting, 30 s for the pager.
 CAF_TEST(the defaults are three runs ten thousand waiting and thirty seconds) {
-  start_with(pager, scheduler_options{});
+  start_with(pager, backfill_scheduler_options{});
   for (int i = 0; i < 4; ++i)
     enqueue(request_for("!r" + std::to_string(i)));
   CAF_CHECK_EQUAL(at_pager().size(), 3u);
@@ -862,7 +862,7 @@ CAF_TEST(a thousand callers of one run share one copy of its events) {
 /// once (a budget of one byte), so only the page the second one needs is
 /// held.
 CAF_TEST(a run releases the pages its remaining callers do not need) {
-  scheduler_options options;
+  backfill_scheduler_options options;
   options.results_memory = 1;
   start_with(pager, options);
   auto first = enqueue(request_for("!a", priority::normal, 2));
@@ -904,7 +904,7 @@ CAF_TEST(a re-sent await replaces the parked one) {
 /// Finished results stay within `results_memory`, the oldest forgotten
 /// first; an await for a forgotten one says so.
 CAF_TEST(finished results beyond the budget are forgotten oldest first) {
-  scheduler_options options;
+  backfill_scheduler_options options;
   auto one_result = result_bookkeeping_bytes + held_bytes(event("x1"));
   options.results_memory = 2 * one_result;
   start_with(pager, options);
@@ -967,7 +967,7 @@ struct stored_timeline_fixture : scheduler_fixture_base {
     CAF_REQUIRE(opened.engaged());
     db = std::move(*opened);
     store = sys.spawn(timeline_store, db);
-    scheduler_options options;
+    backfill_scheduler_options options;
     options.pager_timeout = pager_timeout;
     start_with(store, options);
   }
@@ -1048,7 +1048,7 @@ CAF_TEST(a page that arrives after the pager timeout is loaded again) {
   anon_send_exit(scheduler, exit_reason::kill);
   sched.run();
   start_with(store, [] {
-    scheduler_options options;
+    backfill_scheduler_options options;
     options.pager_timeout = std::chrono::seconds{2};
     return options;
   }());

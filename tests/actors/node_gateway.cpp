@@ -1,15 +1,15 @@
 #define CAF_SUITE actors.node_gateway
 #include <caf/test/dsl.hpp>
 
-#include "coalesce/actors/backfill_scheduler.hpp"
-#include "coalesce/actors/node_gateway.hpp"
-#include "coalesce/actors/secret_buffer.hpp"
-#include "coalesce/actors/secret_store_actors.hpp"
-#include "coalesce/actors/timeline_actors.hpp"
+#include <coalesce/actors/backfill_scheduler.hpp>
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/actors/secret_buffer.hpp>
+#include <coalesce/actors/secret_store_actors.hpp>
+#include <coalesce/actors/timeline_actors.hpp>
 
-#include "coalesce/client/cluster_map.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
+#include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -29,7 +29,7 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
   secret_reader_actor reader;
   secret_buffer_actor buffer;
   timeline_actor timeline;
-  scheduler_actor scheduler;
+  backfill_scheduler_actor scheduler;
   node_actor gateway;
 
   gateway_fixture() {
@@ -41,12 +41,12 @@ struct gateway_fixture : test_coordinator_fixture<test_config> {
     reader = sys.spawn(secret_reader, db);
     buffer = spawn_secret_buffer(sys, drain, reader, secret_buffer_options{});
     timeline = sys.spawn(timeline_store, db);
-    scheduler = spawn_backfill_scheduler(sys, timeline, scheduler_options{});
+    scheduler = spawn_backfill_scheduler(sys, timeline, backfill_scheduler_options{});
     // The services this suite exercises; the others stay unhosted.
     service_handles hosted;
-    hosted.secrets = buffer;
+    hosted.secret_buffer = buffer;
     hosted.timeline = timeline;
-    hosted.backfill = scheduler;
+    hosted.backfill_scheduler = scheduler;
     gateway = spawn_node_gateway(sys, hosted);
     sched.run();
   }
@@ -89,7 +89,7 @@ CAF_TEST(requests reach the secret buffer through the gateway) {
   CAF_CHECK(many[0].found);
   CAF_CHECK(!many[1].found);
   auto stats = ask<node_stats>(stats_atom::value);
-  CAF_CHECK_EQUAL(stats.secrets.entries_written, 1u);
+  CAF_CHECK_EQUAL(stats.secret_buffer.entries_written, 1u);
   CAF_CHECK(!stats.shutting_down);
 }
 
@@ -118,7 +118,7 @@ CAF_TEST(a backfill through the gateway pages the stored timeline) {
   CAF_CHECK_EQUAL(ids, (std::vector<std::string>{"e5", "e4", "e3", "e2"}));
   auto stats = ask<node_stats>(stats_atom::value);
   CAF_CHECK_EQUAL(
-    stats.scheduler.finished[static_cast<int>(stop_reason::stop_condition_met)],
+    stats.backfill_scheduler.finished[static_cast<int>(stop_reason::stop_condition_met)],
     1u);
 }
 
@@ -141,8 +141,8 @@ CAF_TEST(after shutdown every request is refused with shutting down) {
   auto stats = ask<node_stats>(stats_atom::value);
   CAF_CHECK(stats.shutting_down);
   CAF_CHECK_EQUAL(stats.refused_requests, 1u);
-  CAF_CHECK_EQUAL(stats.secrets.pending, 0u);
-  CAF_CHECK_EQUAL(stats.secrets.entries_written, 0u);
+  CAF_CHECK_EQUAL(stats.secret_buffer.pending, 0u);
+  CAF_CHECK_EQUAL(stats.secret_buffer.entries_written, 0u);
 }
 
 CAF_TEST(a request for a service the node does not host is refused) {
@@ -159,7 +159,7 @@ CAF_TEST(a request for a service the node does not host is refused) {
                  });
   CAF_CHECK(refused);
   auto stats = ask<node_stats>(stats_atom::value);
-  CAF_CHECK_EQUAL(stats.sessions.writes, 0u);
+  CAF_CHECK_EQUAL(stats.session_persister.writes, 0u);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
@@ -178,9 +178,9 @@ struct cluster_gateway_fixture : gateway_fixture {
     CAF_REQUIRE(!cluster_map::parse({here, "127.0.0.1:4302", "127.0.0.1:4303"},
                                     "coalesce.cluster", cluster));
     service_handles hosted;
-    hosted.secrets = buffer;
+    hosted.secret_buffer = buffer;
     hosted.timeline = timeline;
-    hosted.backfill = scheduler;
+    hosted.backfill_scheduler = scheduler;
     member = spawn_node_gateway(sys, hosted, [this](const routing_key& key) {
       auto owner = cluster.owner(key).text();
       return owner == here ? std::string{} : owner;
@@ -269,7 +269,7 @@ CAF_TEST(a batch with a foreign key is refused whole naming its first foreign ow
                     + " belongs to " + owner);
   CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
   auto stats = ask<node_stats>(stats_atom::value);
-  CAF_CHECK_EQUAL(stats.secrets.entries_written, 0u);
+  CAF_CHECK_EQUAL(stats.secret_buffer.entries_written, 0u);
   auto lookups = std::vector<secret_key>{{mine, "a@s.whatsapp.net", "M1"},
                                          {theirs, "a@s.whatsapp.net", "M2"}};
   CAF_CHECK(is_not_owner(refusal<std::vector<secret_lookup>>(

@@ -1,14 +1,14 @@
 #define CAF_SUITE actors.pending_secrets
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/actors/pending_secrets.hpp"
+#include <coalesce/actors/pending_secrets.hpp>
 
 #include <random>
 #include <sstream>
 
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/secret_merge.hpp"
-#include "coalesce/storage/secret_store.hpp"
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/secret_merge.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"

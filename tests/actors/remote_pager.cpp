@@ -1,17 +1,17 @@
 #define CAF_SUITE actors.remote_pager
 #include <caf/test/dsl.hpp>
 
-#include "coalesce/actors/remote_pager.hpp"
+#include <coalesce/actors/remote_pager.hpp>
 
 #include <memory>
 #include <set>
 #include <utility>
 #include <vector>
 
-#include "coalesce/actors/backfill_scheduler.hpp"
-#include "coalesce/actors/timeline_actors.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
+#include <coalesce/actors/backfill_scheduler.hpp>
+#include <coalesce/actors/timeline_actors.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
 
 #include "mailbox.hpp"
 #include "secret_fixtures.hpp"
@@ -90,7 +90,7 @@ struct remote_pager_fixture : test_coordinator_fixture<test_config> {
     = std::make_shared<connector_script>();
   stand_in_actor connector;
   pager_actor pager;
-  scheduler_actor scheduler;
+  backfill_scheduler_actor scheduler;
 
   remote_pager_fixture() {
     auto opened = storage::database::open(
@@ -100,7 +100,7 @@ struct remote_pager_fixture : test_coordinator_fixture<test_config> {
     start_remote_timeline();
     connector = sys.spawn(stand_in_connector, script);
     pager = spawn_remote_pager(sys, connector, other_node, pager_timeout);
-    scheduler_options options;
+    backfill_scheduler_options options;
     options.pager_timeout = pager_timeout;
     scheduler = spawn_backfill_scheduler(sys, pager, options);
     sched.run();
@@ -269,7 +269,7 @@ CAF_TEST(requests waiting for the connection are answered when it stops) {
   sched.run();
   for (int i = 0; i < 2; ++i)
     CAF_CHECK_EQUAL(next_error(self),
-                    make_error(errc::service_stopped,
+                    make_error(errc::stopped_before_answer,
                                "the remote pager stopped"));
 }
 
@@ -277,7 +277,7 @@ CAF_TEST_FIXTURE_SCOPE_END()
 
 CAF_TEST(scheduler_remote_pager must be host and port or empty) {
   auto problem = [](const std::string& address) {
-    scheduler_options options;
+    backfill_scheduler_options options;
     options.remote_pager = address;
     return options.validate();
   };

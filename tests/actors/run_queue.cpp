@@ -1,7 +1,7 @@
 #define CAF_SUITE actors.run_queue
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/actors/run_queue.hpp"
+#include <coalesce/actors/run_queue.hpp>
 
 #include <string>
 #include <vector>

@@ -1,17 +1,17 @@
 #define CAF_SUITE actors.secret_buffer
 #include <caf/test/dsl.hpp>
 
-#include "coalesce/actors/secret_buffer.hpp"
+#include <coalesce/actors/secret_buffer.hpp>
 
 #include <chrono>
 #include <memory>
 
-#include "coalesce/actors/secret_store_actors.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
-#include "coalesce/storage/secret_merge.hpp"
-#include "coalesce/storage/secret_store.hpp"
+#include <coalesce/actors/secret_store_actors.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
+#include <coalesce/storage/secret_merge.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 #include "mailbox.hpp"
 #include "secret_fixtures.hpp"
@@ -853,7 +853,7 @@ CAF_TEST(a buffer that cannot replace a dead worker stops and answers) {
   run_only(drain); // Dead before the buffer sees the flush.
   sched.run();
   auto err = next_error(self);
-  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
+  CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::stopped_before_answer));
 }
 
 CAF_TEST(bad input is answered with an error and nothing is stored) {
@@ -937,7 +937,7 @@ CAF_TEST(a stopping buffer answers every parked request with an error) {
   run_buffer();
   for (auto* who : {&producer, &self, &reader_client}) {
     auto err = next_error(*who);
-    CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
+    CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::stopped_before_answer));
   }
 }
 
@@ -980,7 +980,7 @@ struct threaded_fixture {
   caf::actor_system sys{cfg};
   temp_dir dir;
   std::shared_ptr<storage::database> db;
-  secret_service service;
+  secret_buffer_actors service;
 
   threaded_fixture() {
     auto opened = storage::database::open({dir.sub("db"),
@@ -989,7 +989,7 @@ struct threaded_fixture {
     db = std::move(*opened);
     secret_buffer_options options;
     options.pending_limit = 64;
-    service = spawn_secret_service(sys, db, options);
+    service = spawn_secret_buffer_actors(sys, db, options);
   }
 
   ~threaded_fixture() {

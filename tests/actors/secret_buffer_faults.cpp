@@ -7,11 +7,11 @@
 
 #include <caf/all.hpp>
 
-#include "coalesce/actors/secret_buffer.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
-#include "coalesce/storage/secret_store.hpp"
+#include <coalesce/actors/secret_buffer.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -35,7 +35,7 @@ struct fault_fixture {
   temp_dir dir;
   std::shared_ptr<fault_switches> faults = std::make_shared<fault_switches>();
   std::shared_ptr<database> db;
-  secret_service service;
+  secret_buffer_actors service;
   scoped_actor self{sys};
 
   fault_fixture() {
@@ -47,7 +47,7 @@ struct fault_fixture {
     secret_buffer_options options;
     options.retry_base = 10ms;
     options.retry_max = 200ms;
-    service = spawn_secret_service(sys, db, options);
+    service = spawn_secret_buffer_actors(sys, db, options);
   }
 
   ~fault_fixture() {
@@ -202,7 +202,7 @@ struct fault_fixture {
     CAF_REQUIRE(reopened.engaged());
     CAF_CHECK(all_stored(**reopened, before));
     CAF_CHECK(all_stored(**reopened, during));
-    service = spawn_secret_service(sys, *reopened, secret_buffer_options{});
+    service = spawn_secret_buffer_actors(sys, *reopened, secret_buffer_options{});
   }
 };
 

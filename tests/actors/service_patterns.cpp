@@ -5,15 +5,15 @@
 #include <memory>
 #include <vector>
 
-#include "coalesce/actors/caller_monitor.hpp"
-#include "coalesce/actors/durability_waiters.hpp"
-#include "coalesce/actors/guarded_write.hpp"
-#include "coalesce/actors/parked_requests.hpp"
-#include "coalesce/actors/retry_backoff.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
-#include "coalesce/storage/timeline.hpp"
+#include <coalesce/actors/caller_monitor.hpp>
+#include <coalesce/actors/durability_waiters.hpp>
+#include <coalesce/actors/guarded_write.hpp>
+#include <coalesce/actors/parked_requests.hpp>
+#include <coalesce/actors/retry_backoff.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
+#include <coalesce/storage/timeline.hpp>
 
 #include "mailbox.hpp"
 #include "secret_fixtures.hpp"
@@ -224,7 +224,7 @@ CAF_TEST(a parked request is answered by whoever takes it and only once) {
   CAF_CHECK(self->mailbox().empty());
 }
 
-CAF_TEST(every parked request is answered service_stopped when the service stops) {
+CAF_TEST(every parked request is answered stopped_before_answer when the service stops) {
   scoped_actor first{sys};
   scoped_actor second{sys};
   first->request(service, infinite, get_atom::value);
@@ -237,7 +237,7 @@ CAF_TEST(every parked request is answered service_stopped when the service stops
   for (auto* who : {&first, &second, &second}) {
     auto err = next_error(*who);
     CAF_CHECK_EQUAL(err.category(), errc_category);
-    CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::service_stopped));
+    CAF_CHECK_EQUAL(err.code(), static_cast<uint8_t>(errc::stopped_before_answer));
     CAF_CHECK_EQUAL(sys.render(err),
                     "the service stopped before answering: the parking service stopped");
   }

@@ -1,7 +1,7 @@
 #define CAF_SUITE actors.session_persister
 #include <caf/test/dsl.hpp>
 
-#include "coalesce/actors/session_persister.hpp"
+#include <coalesce/actors/session_persister.hpp>
 
 #include <chrono>
 #include <fstream>
@@ -16,11 +16,11 @@
 #include <caf/config_option_adder.hpp>
 #include <caf/config_option_set.hpp>
 
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/messages/node_interface.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
-#include "coalesce/storage/session_store.hpp"
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/messages/node_interface.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
+#include <coalesce/storage/session_store.hpp>
 
 #include "mailbox.hpp"
 #include "secret_fixtures.hpp"
@@ -108,7 +108,7 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
   std::shared_ptr<storage::fault_switches> faults
     = std::make_shared<storage::fault_switches>();
   std::shared_ptr<storage::database> db;
-  persister_service service;
+  session_persister_actors service;
   session_persister_actor persister;
 
   persister_fixture() {
@@ -126,7 +126,7 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     sched.run();
   }
 
-  void start(persister_options options = {}) {
+  void start(session_persister_options options = {}) {
     service = spawn_persister_service_scheduled(sys, db, options);
     persister = service.persister;
     sched.run();
@@ -134,7 +134,7 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
 
   /// Stops the persister and its I/O actors, closes the database, opens it
   /// again from its directory and starts a new persister: a node restart.
-  void restart(persister_options options = {}) {
+  void restart(session_persister_options options = {}) {
     anon_send_exit(persister, exit_reason::user_shutdown);
     for (auto& io : service.io)
       anon_send_exit(io, exit_reason::user_shutdown);
@@ -222,8 +222,8 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     return ask<bool>(unflushed_atom::value, session);
   }
 
-  persister_stats stats() {
-    return ask<persister_stats>(stats_atom::value);
+  session_persister_stats stats() {
+    return ask<session_persister_stats>(stats_atom::value);
   }
 
   /// The generation storage holds for `session` (none: nothing).
@@ -622,7 +622,7 @@ CAF_TEST(load and has unflushed are messages and load of an unknown session is n
 // -- 11 ----------------------------------------------------------------------
 
 CAF_TEST(bad input gets a clear error and changes nothing) {
-  persister_options options;
+  session_persister_options options;
   options.max_update = 8;
   options.max_blob = 16;
   start(options);
@@ -662,7 +662,7 @@ CAF_TEST(a handle that answers something other than a snapshot fails the write) 
 }
 
 CAF_TEST(a handle that does not answer within the snapshot timeout fails the write) {
-  persister_options options;
+  session_persister_options options;
   options.snapshot_timeout = 2s;
   start(options);
   auto h = spawn_handle("b");
@@ -721,8 +721,8 @@ CAF_TEST(requests parked when the persister stops are answered) {
   anon_send_exit(persister, exit_reason::user_shutdown);
   sched.run();
   CAF_CHECK_EQUAL(code_of(next_error(waiting)),
-                  code(errc::service_stopped));
-  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::service_stopped));
+                  code(errc::stopped_before_answer));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stopped_before_answer));
   state_of(h).held.clear();
 }
 
@@ -793,7 +793,7 @@ CAF_TEST(a restart then a register then a write succeeds) {
 // -- group commit (issue 12) --------------------------------------------------
 
 CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one group) {
-  persister_options options;
+  session_persister_options options;
   options.io_workers = 1;
   start(options);
   constexpr int n = 12;
@@ -819,7 +819,7 @@ CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one gr
 }
 
 CAF_TEST(a failure of one group fails every session in it and each is retried) {
-  persister_options options;
+  session_persister_options options;
   options.io_workers = 1;
   start(options);
   constexpr int n = 8;
@@ -848,7 +848,7 @@ CAF_TEST(a failure of one group fails every session in it and each is retried) {
 }
 
 CAF_TEST(a stale session in a group fails alone and the others commit) {
-  persister_options options;
+  session_persister_options options;
   options.io_workers = 1;
   start(options);
   CAF_REQUIRE(!storage::save_session(*db, {"old", "gen 5", {}, {}, 5}));
@@ -878,19 +878,19 @@ CAF_TEST_FIXTURE_SCOPE_END()
 /// keys, their defaults and the README's rows.
 CAF_TEST(every invalid persister setting is refused with a sentence naming its key) {
   auto refused = [](auto change, const std::string& key) {
-    persister_options options;
+    session_persister_options options;
     change(options);
     CAF_CHECK_NOT_EQUAL(options.validate().find("coalesce." + key),
                         std::string::npos);
   };
-  CAF_CHECK_EQUAL(persister_options{}.validate(), "");
-  refused([](persister_options& x) { x.max_blob = 0; }, "persister-max-blob");
-  refused([](persister_options& x) { x.max_update = 0; },
+  CAF_CHECK_EQUAL(session_persister_options{}.validate(), "");
+  refused([](session_persister_options& x) { x.max_blob = 0; }, "persister-max-blob");
+  refused([](session_persister_options& x) { x.max_update = 0; },
           "persister-max-update");
-  refused([](persister_options& x) { x.io_workers = 0; },
+  refused([](session_persister_options& x) { x.io_workers = 0; },
           "persister-io-workers");
-  refused([](persister_options& x) { x.io_workers = 65; },
+  refused([](session_persister_options& x) { x.io_workers = 65; },
           "persister-io-workers");
-  refused([](persister_options& x) { x.snapshot_timeout = {}; },
+  refused([](session_persister_options& x) { x.snapshot_timeout = {}; },
           "persister-snapshot-timeout");
 }

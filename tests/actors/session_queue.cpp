@@ -1,9 +1,9 @@
 #define CAF_SUITE actors.session_queue
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/actors/session_queue.hpp"
+#include <coalesce/actors/session_queue.hpp>
 
-#include "coalesce/messages/errc.hpp"
+#include <coalesce/messages/errc.hpp>
 
 using namespace coalesce;
 

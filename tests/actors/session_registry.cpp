@@ -1,9 +1,9 @@
 #define CAF_SUITE actors.session_registry
 #include <caf/test/dsl.hpp>
 
-#include "coalesce/actors/session_registry.hpp"
+#include <coalesce/actors/session_registry.hpp>
 
-#include "coalesce/messages/errc.hpp"
+#include <coalesce/messages/errc.hpp>
 
 #include "secret_fixtures.hpp"
 

@@ -11,11 +11,11 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "coalesce/actors/node_gateway.hpp"
-#include "coalesce/client/cluster_client.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/messages/registration.hpp"
-#include "coalesce/node/services.hpp"
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/client/cluster_client.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/messages/registration.hpp>
+#include <coalesce/node/services.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -78,7 +78,7 @@ struct member {
     scoped_actor self{*sys};
     uint64_t result = 0;
     self->request(gateway, 10s, stats_atom::value)
-      .receive([&](node_stats& x) { result = x.secrets.entries_written; },
+      .receive([&](node_stats& x) { result = x.secret_buffer.entries_written; },
                [&](error& err) { CAF_FAIL(sys->render(err)); });
     return result;
   }
@@ -179,7 +179,7 @@ CAF_TEST(a batch is split across owners and each node holds only its keys) {
   }
   auto stats = ask<node_stats>(stats_atom::value);
   CAF_REQUIRE(stats);
-  CAF_CHECK_EQUAL(stats->secrets.entries_written, 120u);
+  CAF_CHECK_EQUAL(stats->secret_buffer.entries_written, 120u);
 }
 
 CAF_TEST(tickets of different nodes stay apart) {

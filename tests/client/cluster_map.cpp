@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "coalesce/client/cluster_map.hpp"
+#include <coalesce/client/cluster_map.hpp>
 
 using namespace coalesce;
 

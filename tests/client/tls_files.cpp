@@ -9,7 +9,7 @@
 #include <iterator>
 #include <string>
 
-#include "coalesce/client/tls_files.hpp"
+#include <coalesce/client/tls_files.hpp>
 
 #include "temp_dir.hpp"
 

@@ -10,8 +10,8 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/sec.hpp>
 
-#include "coalesce/messages/registration.hpp"
-#include "coalesce/messages/secret_entry.hpp"
+#include <coalesce/messages/registration.hpp>
+#include <coalesce/messages/secret_entry.hpp>
 
 using namespace coalesce;
 

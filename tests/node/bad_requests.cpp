@@ -14,10 +14,10 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "coalesce/actors/node_gateway.hpp"
-#include "coalesce/client/connect.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/node/services.hpp"
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/node/services.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -792,9 +792,9 @@ struct serving_node {
   serving_node() {
     service_settings settings;
     settings.db_path = dir.sub("db");
-    settings.persister.max_blob = test_max_blob;
-    settings.persister.max_update = test_max_update;
-    settings.secrets.pending_limit = test_pending_limit;
+    settings.session_persister.max_blob = test_max_blob;
+    settings.session_persister.max_update = test_max_update;
+    settings.secret_buffer.pending_limit = test_pending_limit;
     auto started = start_services(sys, settings);
     CAF_REQUIRE(started);
     services = std::move(*started);

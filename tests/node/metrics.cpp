@@ -1,17 +1,17 @@
 #define CAF_SUITE node.metrics
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/node/metrics.hpp"
+#include <coalesce/node/metrics.hpp>
 
 #include <algorithm>
 #include <regex>
 #include <set>
 #include <sstream>
 
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
-#include "coalesce/storage/latency_recorder.hpp"
-#include "coalesce/storage/secret_store.hpp"
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
+#include <coalesce/storage/latency_recorder.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -71,8 +71,8 @@ std::shared_ptr<database> open_db(const temp_dir& dir,
 
 CAF_TEST(the stats counters are counters named by prometheus conventions) {
   node_stats stats;
-  stats.secrets.batches_written = 12;
-  stats.sessions.fsyncs = 3;
+  stats.secret_buffer.batches_written = 12;
+  stats.session_persister.fsyncs = 3;
   stats.refused_requests = 2;
   auto metrics = stats_metrics(stats);
   auto batches = find_metric(metrics, "coalesce_secret_batches_written_total");
@@ -87,9 +87,9 @@ CAF_TEST(the stats counters are counters named by prometheus conventions) {
 
 CAF_TEST(queue lengths are gauges labelled by priority) {
   node_stats stats;
-  stats.scheduler.queued = {4, 5, 6};
-  stats.scheduler.running = 2;
-  stats.secrets.pending = 9;
+  stats.backfill_scheduler.queued = {4, 5, 6};
+  stats.backfill_scheduler.running = 2;
+  stats.secret_buffer.pending = 9;
   stats.shutting_down = true;
   auto metrics = stats_metrics(stats);
   auto queued = find_metric(metrics, "coalesce_scheduler_queued");
@@ -110,7 +110,7 @@ CAF_TEST(queue lengths are gauges labelled by priority) {
 
 CAF_TEST(finished runs are counted per stop reason) {
   node_stats stats;
-  stats.scheduler.finished[static_cast<std::size_t>(stop_reason::failed)] = 7;
+  stats.backfill_scheduler.finished[static_cast<std::size_t>(stop_reason::failed)] = 7;
   auto metrics = stats_metrics(stats);
   CAF_CHECK_EQUAL(sample_of(metrics, "coalesce_scheduler_finished_total",
                             "reason=failed"),
@@ -120,9 +120,9 @@ CAF_TEST(finished runs are counted per stop reason) {
 CAF_TEST(durations are in seconds and sizes in bytes at the name end) {
   node_stats stats;
   stats.uptime_s = 90;
-  stats.secrets.last_write_latency_us = 1500;
-  stats.secrets.failing_for_ms = 250;
-  stats.scheduler.events_bytes_held = 4096;
+  stats.secret_buffer.last_write_latency_us = 1500;
+  stats.secret_buffer.failing_for_ms = 250;
+  stats.backfill_scheduler.events_bytes_held = 4096;
   auto metrics = stats_metrics(stats);
   CAF_CHECK_EQUAL(sample_of(metrics, "coalesce_uptime_seconds"), 90.0);
   CAF_CHECK_EQUAL(

@@ -8,12 +8,12 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "coalesce/actors/node_gateway.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/node/services.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
-#include "coalesce/storage/secret_store.hpp"
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/node/services.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -43,11 +43,11 @@ error persist_session(actor_system& sys, const service_handles& services,
   scoped_actor self{sys};
   auto handle = sys.spawn(session_handle, blob);
   error result;
-  self->request(services.sessions, 30s, register_atom::value, session, handle)
+  self->request(services.session_persister, 30s, register_atom::value, session, handle)
     .receive([](uint64_t) {}, [&](error& err) { result = err; });
   if (!result)
     self
-      ->request(services.sessions, 30s, persist_atom::value, session, handle,
+      ->request(services.session_persister, 30s, persist_atom::value, session, handle,
                 std::vector<session_update>{{"u1", 1, "note", "first"}},
                 std::vector<std::string>{})
       .receive([](ok_atom) {}, [&](error& err) { result = err; });
@@ -64,16 +64,16 @@ void use_the_services(actor_system& sys, const service_handles& services,
   scoped_actor self{sys};
   std::vector<secret_entry> entries{make_entry(room + "-1", 1),
                                     make_entry(room + "-2", 2)};
-  self->request(services.secrets, 30s, queue_atom::value, entries)
+  self->request(services.secret_buffer, 30s, queue_atom::value, entries)
     .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
-  self->request(services.secrets, 30s, lookup_atom::value, key_of(room + "-2"))
+  self->request(services.secret_buffer, 30s, lookup_atom::value, key_of(room + "-2"))
     .receive(
       [&](secret_lookup& found) {
         CAF_CHECK(found.found);
         CAF_CHECK_EQUAL(found.secret, secret_of(2));
       },
       [&](error& err) { CAF_FAIL(sys.render(err)); });
-  self->request(services.secrets, 30s, flush_atom::value)
+  self->request(services.secret_buffer, 30s, flush_atom::value)
     .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   std::vector<timeline_event> events;
   for (int i = 1; i <= 5; ++i)
@@ -86,10 +86,10 @@ void use_the_services(actor_system& sys, const service_handles& services,
   request.room = room;
   request.batch_size = 2;
   backfill_ticket ticket;
-  self->request(services.backfill, 30s, enqueue_atom::value, request)
+  self->request(services.backfill_scheduler, 30s, enqueue_atom::value, request)
     .receive([&](backfill_ticket& x) { ticket = x; },
              [&](error& err) { CAF_FAIL(sys.render(err)); });
-  self->request(services.backfill, 30s, await_atom::value, ticket)
+  self->request(services.backfill_scheduler, 30s, await_atom::value, ticket)
     .receive(
       [&](backfill_result& result) {
         CAF_CHECK_EQUAL(result.reason, stop_reason::reached_timeline_start);
@@ -100,7 +100,7 @@ void use_the_services(actor_system& sys, const service_handles& services,
       [&](error& err) { CAF_FAIL(sys.render(err)); });
   auto persisted = persist_session(sys, services, room, "state of " + room);
   CAF_REQUIRE_EQUAL(persisted, error{});
-  self->request(services.sessions, 30s, load_atom::value, room)
+  self->request(services.session_persister, 30s, load_atom::value, room)
     .receive(
       [&](session_record& record) {
         CAF_CHECK_EQUAL(record.blob, "state of " + room);
@@ -123,7 +123,7 @@ CAF_TEST(invalid settings are refused before anything is opened) {
   actor_system sys{cfg};
   temp_dir dir;
   auto settings = settings_in(dir);
-  settings.secrets.pending_limit = 0;
+  settings.secret_buffer.pending_limit = 0;
   auto started = start_services(sys, settings);
   CAF_REQUIRE(!started);
   CAF_CHECK_EQUAL(started.error().code(),
@@ -215,13 +215,13 @@ CAF_TEST(stop reports a session whose write keeps failing) {
   scoped_actor self{sys};
   // A handle that stays alive, as an application's live session does.
   auto live = sys.spawn(session_handle, std::string{"unsaved"});
-  self->request(handles.sessions, 30s, register_atom::value,
+  self->request(handles.session_persister, 30s, register_atom::value,
                 std::string{"doomed"}, live)
     .receive([](uint64_t) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   switches->wal_append = true;
   bool failed = false;
   self
-    ->request(handles.sessions, 30s, persist_atom::value,
+    ->request(handles.session_persister, 30s, persist_atom::value,
               std::string{"doomed"}, live, std::vector<session_update>{},
               std::vector<std::string>{})
     .receive([](ok_atom) {}, [&](error&) { failed = true; });

@@ -11,7 +11,7 @@
 #include <caf/config_option_set.hpp>
 #include <caf/config_value.hpp>
 
-#include "coalesce/node/settings.hpp"
+#include <coalesce/node/settings.hpp>
 
 using namespace coalesce;
 
@@ -97,23 +97,23 @@ CAF_TEST(every invalid value is refused with a sentence naming its key) {
           "cluster");
   refused([](node_settings& x) { x.services.durability = "fast"; },
           "durability");
-  refused([](node_settings& x) { x.services.secrets.pending_limit = 0; },
+  refused([](node_settings& x) { x.services.secret_buffer.pending_limit = 0; },
           "secrets-pending-limit");
-  refused([](node_settings& x) { x.services.secrets.retry_base = {}; },
+  refused([](node_settings& x) { x.services.secret_buffer.retry_base = {}; },
           "secrets-retry-base");
   refused(
     [](node_settings& x) {
-      x.services.secrets.retry_max = std::chrono::seconds{6};
+      x.services.secret_buffer.retry_max = std::chrono::seconds{6};
     },
     "secrets-retry-max");
   refused(
-    [](node_settings& x) { x.services.scheduler.limits.max_concurrent = 0; },
+    [](node_settings& x) { x.services.backfill_scheduler.limits.max_concurrent = 0; },
     "scheduler-max-concurrent");
-  refused([](node_settings& x) { x.services.scheduler.limits.max_queued = 0; },
+  refused([](node_settings& x) { x.services.backfill_scheduler.limits.max_queued = 0; },
           "scheduler-max-queued");
-  refused([](node_settings& x) { x.services.scheduler.results_memory = 0; },
+  refused([](node_settings& x) { x.services.backfill_scheduler.results_memory = 0; },
           "scheduler-results-memory");
-  refused([](node_settings& x) { x.services.scheduler.pager_timeout = {}; },
+  refused([](node_settings& x) { x.services.backfill_scheduler.pager_timeout = {}; },
           "scheduler-pager-timeout");
   refused([](node_settings& x) { x.log_level = "loud"; }, "log-level");
   refused([](node_settings& x) { x.host.clear(); }, "host");
@@ -132,7 +132,7 @@ CAF_TEST(a refused negative duration is shown with its sign) {
   CAF_CHECK_NOT_EQUAL(problem.find("coalesce.stats-interval = -1500ms"),
                       std::string::npos);
   settings = node_settings{};
-  settings.services.secrets.retry_base = -std::chrono::seconds{2};
+  settings.services.secret_buffer.retry_base = -std::chrono::seconds{2};
   problem = settings.validate();
   CAF_CHECK_NOT_EQUAL(problem.find("coalesce.secrets-retry-base = -2s"),
                       std::string::npos);

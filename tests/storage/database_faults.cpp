@@ -13,12 +13,12 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "coalesce/messages/backfill.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
-#include "coalesce/storage/secret_store.hpp"
-#include "coalesce/storage/timeline.hpp"
+#include <coalesce/messages/backfill.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
+#include <coalesce/storage/secret_store.hpp>
+#include <coalesce/storage/timeline.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"

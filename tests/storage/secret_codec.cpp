@@ -1,7 +1,7 @@
 #define CAF_SUITE storage.secret_codec
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/storage/secret_codec.hpp"
+#include <coalesce/storage/secret_codec.hpp>
 
 #include "secret_fixtures.hpp"
 

@@ -1,7 +1,7 @@
 #define CAF_SUITE storage.secret_merge
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/storage/secret_merge.hpp"
+#include <coalesce/storage/secret_merge.hpp>
 
 #include <optional>
 #include <random>

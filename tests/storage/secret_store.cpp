@@ -1,17 +1,17 @@
 #define CAF_SUITE storage.secret_store
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/storage/secret_store.hpp"
+#include <coalesce/storage/secret_store.hpp>
 
 #include <algorithm>
 #include <memory>
 
 #include <rocksdb/db.h>
 
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/families.hpp"
-#include "coalesce/storage/secret_merge.hpp"
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/families.hpp>
+#include <coalesce/storage/secret_merge.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"

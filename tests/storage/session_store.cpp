@@ -1,16 +1,16 @@
 #define CAF_SUITE storage.session_store
 #include <caf/test/unit_test.hpp>
 
-#include "coalesce/storage/session_store.hpp"
+#include <coalesce/storage/session_store.hpp>
 
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/fault_injection.hpp"
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/fault_injection.hpp>
 
 #include "temp_dir.hpp"
 

@@ -1,7 +1,7 @@
 #define CAF_SUITE storage.timeline
 #include <caf/test/dsl.hpp>
 
-#include "coalesce/storage/timeline.hpp"
+#include <coalesce/storage/timeline.hpp>
 
 #include <functional>
 #include <memory>
@@ -10,11 +10,11 @@
 
 #include <rocksdb/db.h>
 
-#include "coalesce/actors/timeline_actors.hpp"
-#include "coalesce/messages/errc.hpp"
-#include "coalesce/storage/database.hpp"
-#include "coalesce/storage/families.hpp"
-#include "coalesce/storage/timeline_codec.hpp"
+#include <coalesce/actors/timeline_actors.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/families.hpp>
+#include <coalesce/storage/timeline_codec.hpp>
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -367,7 +367,7 @@ struct store_actor_fixture : test_coordinator_fixture<test_config> {
   caf::expected<T> ask(Ts... xs) {
     auto answer = self->request(store, caf::infinite, std::move(xs)...);
     sched.run();
-    caf::expected<T> result{make_error(errc::service_stopped, "no answer")};
+    caf::expected<T> result{make_error(errc::stopped_before_answer, "no answer")};
     answer.receive([&](T& x) { result = std::move(x); },
                    [&](caf::error& err) { result = std::move(err); });
     return result;

@@ -1,0 +1,228 @@
+#include <coalesce/actors/node_gateway.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/messages/errc.hpp>
+
+namespace coalesce {
+
+namespace {
+
+struct node_gateway_state {
+  static inline const char* name = "node_gateway";
+  service_handles services;
+  foreign_owner_fn foreign_owner;
+  std::chrono::steady_clock::time_point started
+    = std::chrono::steady_clock::now();
+  bool shutting_down = false;
+  uint64_t refused = 0;
+};
+
+using gateway_pointer = node_actor::stateful_pointer<node_gateway_state>;
+
+/// How long the gateway waits for one service's stats.
+constexpr auto stats_timeout = std::chrono::seconds{10};
+
+/// The error for a request that arrives after shutdown, counted once.
+caf::error refuse(gateway_pointer self) {
+  ++self->state.refused;
+  return make_error(errc::node_shutting_down,
+                    "it no longer accepts requests; retry on another node or "
+                    "after a restart");
+}
+
+/// The refusal of a request naming a key another node owns: the first
+/// such key of the request, with its owner.
+template <class Atom, class... Args>
+std::optional<caf::error>
+refuse_foreign_key(gateway_pointer self, Atom atom, const Args&... args) {
+  const auto& foreign_owner = self->state.foreign_owner;
+  if (!foreign_owner)
+    return std::nullopt;
+  for (const auto& key : routing_keys(atom, args...))
+    if (auto owner = foreign_owner(key); !owner.empty())
+      return make_error(errc::not_owner,
+                        describe(key) + " belongs to " + owner);
+  return std::nullopt;
+}
+
+/// The handler that forwards one message signature of a service's
+/// interface: refuse while shutting down, otherwise delegate (the service
+/// answers the caller directly and sees the caller as the requester).
+template <class Signature>
+struct forwarder;
+
+template <class Atom, class... Args, class... Outputs>
+struct forwarder<caf::typed_mpi<caf::detail::type_list<Atom, Args...>,
+                                caf::output_tuple<Outputs...>>> {
+  template <class Handle>
+  static auto make(gateway_pointer self, Handle service) {
+    return [self, service](Atom atom,
+                           Args&... args) -> caf::result<Outputs...> {
+      if (self->state.shutting_down && !served_while_shutting_down<Atom>)
+        return refuse(self);
+      if (!service)
+        return make_error(errc::invalid_request,
+                          "this node does not host that service");
+      if (auto refusal = refuse_foreign_key(self, atom, args...))
+        return std::move(*refusal);
+      return self->delegate(service, atom, std::move(args)...);
+    };
+  }
+};
+
+/// One forwarder per message of `Handle`'s interface, as a tuple.
+template <class Handle, class... Signatures>
+auto forwarders(gateway_pointer self, Handle service,
+                caf::detail::type_list<Signatures...>) {
+  return std::make_tuple(forwarder<Signatures>::make(self, service)...);
+}
+
+template <class Handle>
+auto forwarders(gateway_pointer self, Handle service) {
+  return forwarders(self, service, typename Handle::signatures{});
+}
+
+/// Asks every service for its stats and delivers `node_stats` once all have
+/// answered, or the first error.
+class stats_gathering {
+public:
+  stats_gathering(gateway_pointer self, node_stats stats,
+                  caf::typed_response_promise<node_stats> promise)
+    : self_(self),
+      state_(std::make_shared<shared>(shared{std::move(stats),
+                                             std::move(promise), 0, false})) {
+    // nop
+  }
+
+  /// Requests the stats of the service of `entry`, into its member.
+  template <class Handle, class Stats>
+  void ask(service_entry<Handle, Stats node_stats::*> entry) {
+    if (!*entry.handle)
+      return; // not hosted here: its stats stay zero
+    using stats_source = caf::typed_actor<caf::replies_to<stats_atom>::with<
+      Stats>>;
+    ++state_->outstanding;
+    auto state = state_;
+    auto member = entry.stats;
+    self_->request(caf::actor_cast<stats_source>(*entry.handle), stats_timeout,
+                   stats_atom::value)
+      .then(
+        [state, member](Stats& answer) {
+          state->stats.*member = std::move(answer);
+          if (--state->outstanding == 0 && !state->failed)
+            state->promise.deliver(std::move(state->stats));
+        },
+        [state](caf::error& err) {
+          if (!state->failed) {
+            state->failed = true;
+            state->promise.deliver(std::move(err));
+          }
+        });
+  }
+
+  /// A service without stats of its own.
+  template <class Handle>
+  void ask(service_entry<Handle, std::nullptr_t>) {
+    // nop
+  }
+
+  /// Delivers at once when no service has stats.
+  void finish() {
+    if (state_->outstanding == 0 && !state_->failed)
+      state_->promise.deliver(std::move(state_->stats));
+  }
+
+private:
+  struct shared {
+    node_stats stats;
+    caf::typed_response_promise<node_stats> promise;
+    int outstanding;
+    bool failed;
+  };
+
+  gateway_pointer self_;
+  std::shared_ptr<shared> state_;
+};
+
+caf::result<node_stats> gather_stats(gateway_pointer self) {
+  auto& st = self->state;
+  node_stats stats;
+  stats.uptime_s = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::steady_clock::now() - st.started)
+                     .count();
+  stats.shutting_down = st.shutting_down;
+  stats.refused_requests = st.refused;
+  auto promise = self->make_response_promise<node_stats>();
+  stats_gathering gathering{self, std::move(stats), promise};
+  std::apply([&](auto... entries) { (gathering.ask(entries), ...); },
+             service_entries(st.services));
+  gathering.finish();
+  return promise;
+}
+
+caf::result<ok_atom> begin_shutdown(gateway_pointer self) {
+  auto sender = self->current_sender();
+  if (sender == nullptr || sender->node() != self->node())
+    return make_error(errc::not_permitted,
+                      "only the node itself may shut it down");
+  if (!self->state.shutting_down) {
+    self->state.shutting_down = true;
+    spdlog::info("gateway: shutting down, refusing remote requests");
+  }
+  return ok_atom::value;
+}
+
+/// A message no handler takes, answered with a coalesce error rather than
+/// CAF's bare unexpected_message (which also prints to stderr). One that
+/// arrives empty is a request the middleman could not decode: a field over
+/// its decoder's limit (coalesce/messages/secret_entry.hpp), a truncated or
+/// foreign message.
+caf::result<caf::message> refuse_unknown(caf::scheduled_actor*,
+                                         caf::message_view& x) {
+  if (x.content().empty())
+    return make_error(errc::invalid_request,
+                      "the request could not be decoded: a field over its "
+                      "limit, or not a request of this coalesce version");
+  return make_error(errc::invalid_request,
+                    "the node serves no such request");
+}
+
+node_actor::behavior_type node_gateway(gateway_pointer self,
+                                       service_handles services,
+                                       foreign_owner_fn foreign_owner) {
+  self->state.services = std::move(services);
+  self->state.foreign_owner = std::move(foreign_owner);
+  self->set_default_handler(refuse_unknown);
+  auto handlers = std::tuple_cat(
+    std::apply(
+      [self](auto... entries) {
+        return std::tuple_cat(forwarders(self, *entries.handle)...);
+      },
+      service_entries(self->state.services)),
+    std::make_tuple([self](stats_atom) { return gather_stats(self); },
+                    [self](shutdown_atom) { return begin_shutdown(self); }));
+  return std::apply(
+    [](auto&&... fs) {
+      return node_actor::behavior_type{std::forward<decltype(fs)>(fs)...};
+    },
+    std::move(handlers));
+}
+
+} // namespace
+
+node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
+                              foreign_owner_fn foreign_owner) {
+  return sys.spawn(node_gateway, std::move(services),
+                   std::move(foreign_owner));
+}
+
+} // namespace coalesce

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <coalesce/messages/node_interface.hpp>
+#include <coalesce/messages/routing_key.hpp>
+
+/// The one actor a node publishes: remote clients (the CLI, other nodes)
+/// talk to the node's services through it, never to the services directly.
+///
+/// - It forwards each request to the service that owns it, with one generic
+///   forwarder per service interface (every message of the interface, for
+///   every entry of `service_entries`); the service
+///   answers the caller directly and sees the caller as the requester (so
+///   the secret buffer monitors remote producers like local ones).
+/// - `shutdown`, accepted only from the gateway's own node, switches it to
+///   refusing: every later request is answered with `errc::node_shutting_down`,
+///   while in-process producers keep the services' own shutdown paths (the
+///   buffer's seal).
+/// - In a cluster, it refuses a request for a key another node owns with
+///   `errc::not_owner`, naming the key and its owner ("room R belongs to
+///   127.0.0.1:4302"), so that a client with an outdated list of nodes is
+///   told rather than served by the wrong node. A request with several keys
+///   (a batch of secrets, a lookup of many keys) is refused whole, naming
+///   the first key in it another node owns; nothing of it is done. A
+///   request that carries no key (a flush, a backfill ticket, a session
+///   lease) is served: a ticket or lease exists only on the node that
+///   issued it.
+/// - A message of no request it serves, or one the middleman could not
+///   decode (a field over its limit: it arrives empty), is answered
+///   `errc::invalid_request` saying which.
+/// - `stats` gathers the counters of every service that has them (its
+///   entry names its member of `node_stats`) into one `node_stats`; each
+///   such service answers `stats` itself.
+///
+/// Nothing here names a service: they are listed in
+/// coalesce/messages/node_interface.hpp.
+namespace coalesce {
+
+// node_actor: coalesce/messages/node_interface.hpp.
+
+/// The address of the node that owns `key` when it is not this one; empty
+/// when this node owns it.
+using foreign_owner_fn = std::function<std::string(const routing_key& key)>;
+
+/// A gateway in front of the services `services` points at, which must be
+/// the services themselves (their `stats` is asked for), not another node.
+/// A null handle is a service this node does not host: its requests are
+/// answered `errc::invalid_request`, its stats stay zero. A null
+/// `foreign_owner` (a node alone) owns every key.
+node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
+                              foreign_owner_fn foreign_owner = {});
+
+} // namespace coalesce

@@ -1,0 +1,43 @@
+#include <coalesce/actors/timeline_actors.hpp>
+
+#include <caf/all.hpp>
+
+#include <coalesce/actors/guarded_write.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/timeline.hpp>
+
+namespace coalesce {
+
+timeline_actor::behavior_type
+timeline_store(timeline_actor::pointer,
+               std::shared_ptr<storage::database> db) {
+  return {
+    // Paging reads the room's position and committing writes it; every
+    // handler waits for the database to recover from a fault first, like
+    // every writer.
+    [db](page_atom, const std::string& room,
+         uint32_t max_events) -> caf::result<timeline_page> {
+      auto page = guarded_write(
+        *db, [&] { return storage::page_backwards(*db, room, max_events); });
+      if (!page)
+        return std::move(page.error());
+      return std::move(*page);
+    },
+    [db](commit_atom, const std::string& room,
+         const page_cursor& cursor) -> caf::result<ok_atom> {
+      if (auto err = guarded_write(
+            *db, [&] { return storage::commit_page(*db, room, cursor); }))
+        return err;
+      return ok_atom::value;
+    },
+    [db](append_atom, const std::string& room,
+         const std::vector<timeline_event>& events) -> caf::result<uint64_t> {
+      if (auto err = guarded_write(
+            *db, [&] { return storage::append_events(*db, room, events); }))
+        return err;
+      return static_cast<uint64_t>(events.size());
+    },
+  };
+}
+
+} // namespace coalesce

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <caf/fwd.hpp>
+#include <caf/timespan.hpp>
+
+#include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/node_interface.hpp>
+
+/// A client of a deployment of several nodes: one local actor with the
+/// interface of a node (`node_actor`) that sends each request to the node
+/// owning its key (cluster_map.hpp, routing_key.hpp). The actor system must
+/// have loaded the middleman (and `caf::openssl::manager` for TLS nodes).
+///
+/// - It connects to a node on the first request for one of its keys, and
+///   again on the next request after the node died or stopped answering: a
+///   restarted node is reconnected by itself.
+/// - Every request is answered within `timeout` of its arrival (connecting
+///   included): by the owner, or with `errc::node_unreachable` naming the
+///   owner's address. A node's own refusals (`not_owner`, ...) pass through.
+/// - A batch of secrets or of lookups spanning several owners is split, one
+///   request per owner sent at once; the batch is answered once every part
+///   is (a lookup in key order), or with the first error; parts other
+///   owners accepted stay accepted.
+/// - `enqueue` and `exclusive` answer a ticket or lease of the client's own
+///   numbering, which later requests carry back to the node that issued
+///   the real one.
+/// - `flush`, `flush_all` and `stats` go to every node: the answer once
+///   all have answered (`flush_all`: the sum; `stats`: every counter
+///   summed, uptime the longest), or the first error. `shutdown` is refused.
+/// - It runs until sent an exit message (`caf::anon_send_exit`), which its
+///   owner sends when done; it then answers every request still under way
+///   with `errc::stopped_before_answer`.
+namespace coalesce {
+
+node_actor spawn_cluster_client(caf::actor_system& sys, cluster_map nodes,
+                                caf::timespan timeout);
+
+} // namespace coalesce

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <coalesce/messages/routing_key.hpp>
+
+/// A deployment's static list of nodes and which of them owns a key, by
+/// rendezvous (highest-random-weight) hashing: every (node, key) pair gets a
+/// weight from a stable 64-bit hash (FNV-1a, then a final mix), the same in
+/// every process and build, and the node of highest weight owns the key.
+/// Adding a node moves to it only the keys it now wins (about 1/N of them);
+/// no key moves between the nodes that were there. Needs coalesce/messages
+/// only, so that clients and the node's gateway share it.
+namespace coalesce {
+
+/// One node of the list, "host:port".
+struct node_endpoint {
+  std::string host;
+  uint16_t port = 0;
+
+  std::string text() const {
+    return host + ":" + std::to_string(port);
+  }
+
+  friend bool operator==(const node_endpoint& x, const node_endpoint& y) {
+    return x.host == y.host && x.port == y.port;
+  }
+};
+
+/// Parses "host:port" (a non-empty host, a port 1..65535); on failure
+/// leaves a sentence in `problem` that starts with `name` (the key or flag
+/// the text came from).
+std::optional<node_endpoint> parse_endpoint(const std::string& text,
+                                            const std::string& name,
+                                            std::string& problem);
+
+/// The stable hash of the weights (FNV-1a 64 with a final avalanche mix).
+uint64_t stable_hash(std::string_view text);
+
+class cluster_map {
+public:
+  cluster_map() = default;
+
+  /// The list in the given order; the order does not change any owner.
+  explicit cluster_map(std::vector<node_endpoint> nodes);
+
+  /// Parses every entry; a sentence starting with `name` naming the bad or
+  /// repeated entry, or nothing.
+  static std::optional<std::string> parse(const std::vector<std::string>& entries,
+                                          const std::string& name,
+                                          cluster_map& out);
+
+  /// The same from one comma-separated list ("h:p,h:p"), as `--nodes`
+  /// takes it.
+  static std::optional<std::string> parse_list(const std::string& entries,
+                                               const std::string& name,
+                                               cluster_map& out);
+
+  /// Empty: a single node that owns every key.
+  bool empty() const {
+    return nodes_.empty();
+  }
+
+  std::size_t size() const {
+    return nodes_.size();
+  }
+
+  const std::vector<node_endpoint>& nodes() const {
+    return nodes_;
+  }
+
+  /// The index of the node that owns `key`; the list must not be empty.
+  std::size_t owner_index(const routing_key& key) const;
+
+  const node_endpoint& owner(const routing_key& key) const {
+    return nodes_[owner_index(key)];
+  }
+
+  std::optional<std::size_t> index_of(const node_endpoint& node) const;
+
+private:
+  std::vector<node_endpoint> nodes_;
+};
+
+} // namespace coalesce

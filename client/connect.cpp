@@ -1,0 +1,81 @@
+#include <coalesce/client/connect.hpp>
+
+#include <set>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+
+#include <coalesce/messages/errc.hpp>
+
+namespace coalesce {
+
+namespace {
+
+caf::error unreachable(std::string sentence) {
+  return make_error(errc::node_unreachable, std::move(sentence));
+}
+
+/// CAF gives no reason for a failed handshake; the likely ones are named.
+std::string handshake_refused(caf::actor_system& sys, const std::string& where) {
+  if (sys.has_openssl_manager())
+    return "the TLS handshake with " + where
+           + " failed: the node refused this client's certificate, or this "
+             "client does not trust the node's (not signed by its CA file)";
+  return "the node at " + where
+         + " closed the connection during the handshake: it may require "
+           "mutual TLS (a certificate, key and CA file)";
+}
+
+} // namespace
+
+caf::io::middleman_actor connector(caf::actor_system& sys) {
+  if (sys.has_openssl_manager())
+    return sys.openssl_manager().actor_handle();
+  return sys.middleman().actor_handle();
+}
+
+caf::expected<node_actor> connect_node(caf::actor_system& sys,
+                                       const std::string& host, uint16_t port,
+                                       caf::timespan timeout) {
+  auto where = host + ":" + std::to_string(port);
+  caf::expected<node_actor> result{caf::error{}};
+  caf::scoped_actor self{sys};
+  self
+    ->request(connector(sys), timeout,
+              caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& handle,
+          const std::set<std::string>& interface) {
+        if (handle == nullptr)
+          result = unreachable("no node is published at " + where);
+        else if (!sys.assignable<node_actor>(interface))
+          result = unreachable("the peer at " + where
+                               + " is not a coalesce node of this version");
+        else
+          result = caf::actor_cast<node_actor>(std::move(handle));
+      },
+      [&](caf::error& err) {
+        if (err == caf::sec::request_timeout)
+          result = unreachable("the node at " + where
+                               + " did not answer the connection within "
+                               + caf::deep_to_string(timeout));
+        else if (err == caf::sec::disconnect_during_handshake)
+          result = unreachable(handshake_refused(sys, where));
+        else
+          result = unreachable("cannot connect to the node at " + where + ": "
+                               + sys.render(err));
+      });
+  return result;
+}
+
+std::string unreachable_sentence(caf::actor_system& sys,
+                                 const caf::error& err) {
+  if (err.category() == errc_category
+      && err.code() == static_cast<uint8_t>(errc::node_unreachable)
+      && err.context().match_elements<std::string>())
+    return err.context().get_as<std::string>(0);
+  return sys.render(err);
+}
+
+} // namespace coalesce

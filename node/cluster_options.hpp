@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/client/cluster_map.hpp>
+
+/// A node's place in a deployment of several: the static list of every
+/// node, the same on every node and in every client (`coalesce.cluster`).
+namespace coalesce {
+
+struct cluster_options {
+  /// Every node as "host:port"; empty: a single node that owns every key.
+  /// When set, it lists this node as its `coalesce.host`:`coalesce.port`.
+  std::vector<std::string> cluster;
+
+  void add_to(caf::config_option_adder& adder);
+
+  /// A sentence naming the key, or empty. `host` and `port` are this
+  /// node's own (`coalesce.host`, `coalesce.port`).
+  std::string validate(const std::string& group, const std::string& host,
+                       uint16_t port) const;
+
+  /// What the gateway asks about each key: the owner's address when it is
+  /// not this node; null for a single node. The options must be valid.
+  foreign_owner_fn foreign_owner(const std::string& host, uint16_t port) const;
+};
+
+} // namespace coalesce

@@ -1,0 +1,136 @@
+#include <coalesce/node/node.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/node/metrics.hpp>
+#include <coalesce/node/services.hpp>
+
+namespace coalesce {
+
+namespace {
+
+/// Logs the node's counters every `interval` until it is told to stop.
+caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
+                             caf::timespan interval) {
+  self->delayed_send(self, interval, caf::tick_atom::value);
+  return {
+    [=](caf::tick_atom) {
+      self->request(gateway, std::chrono::seconds{10}, stats_atom::value)
+        .then(
+          [](node_stats& stats) {
+            spdlog::info("stats: {}", flat_fields(stats));
+          },
+          [self](caf::error& err) {
+            spdlog::warn("stats: no answer from the gateway: {}",
+                         self->system().render(err));
+          });
+      self->delayed_send(self, interval, caf::tick_atom::value);
+    },
+  };
+}
+
+void stop_gateway(caf::actor_system& sys, const node_actor& gateway) {
+  caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+  caf::scoped_actor self{sys};
+  self->wait_for(gateway);
+}
+
+/// Closes the gateway's port. caf/openssl/unpublish.hpp does not compile on
+/// 0.17.6 (it names an atom of 0.18), so the TLS port is closed through the
+/// openssl manager's actor directly.
+void unpublish_gateway(caf::actor_system& sys, const node_actor& gateway,
+                       uint16_t port) {
+  if (!sys.has_openssl_manager()) {
+    static_cast<void>(sys.middleman().unpublish(gateway, port));
+    return;
+  }
+  caf::scoped_actor self{sys};
+  self
+    ->request(sys.openssl_manager().actor_handle(), std::chrono::seconds{5},
+              caf::unpublish_atom::value, gateway.address(), port)
+    .receive([] {}, [](caf::error&) {});
+}
+
+} // namespace
+
+int run_node(caf::actor_system& sys, const node_settings& settings,
+             const sigset_t& shutdown_signals) {
+  auto services = start_services(sys, settings.services);
+  if (!services) {
+    spdlog::critical("cannot start the services on coalesce.db-path = "
+                     "\"{}\": {}",
+                     settings.services.db_path, sys.render(services.error()));
+    return EXIT_FAILURE;
+  }
+  auto& local = **services;
+  auto gateway = spawn_node_gateway(
+    sys, local.handles(),
+    settings.cluster.foreign_owner(settings.host, settings.port));
+  auto tls = sys.has_openssl_manager();
+  auto port = tls ? caf::openssl::publish(gateway, settings.port,
+                                          settings.host.c_str(), true)
+                  : sys.middleman().publish(gateway, settings.port,
+                                            settings.host.c_str(), true);
+  if (!port) {
+    spdlog::critical("cannot listen on coalesce.host:coalesce.port = {}:{}: "
+                     "{}",
+                     settings.host, settings.port, sys.render(port.error()));
+    stop_gateway(sys, gateway);
+    local.stop(settings.shutdown_timeout);
+    return EXIT_FAILURE;
+  }
+  spdlog::info("listening on {}:{}{}", settings.host, *port,
+               tls ? " (mutual TLS)" : "");
+  auto metrics = start_metrics(sys, gateway, local.database(), settings.host,
+                               settings.metrics);
+  if (!metrics) {
+    spdlog::critical("{}", sys.render(metrics.error()));
+    unpublish_gateway(sys, gateway, *port);
+    stop_gateway(sys, gateway);
+    local.stop(settings.shutdown_timeout);
+    return EXIT_FAILURE;
+  }
+  if (*metrics)
+    spdlog::info("metrics on {}", (*metrics)->address());
+  caf::actor reporter;
+  if (settings.stats_interval.count() > 0)
+    reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
+
+  int signal = 0;
+  sigwait(&shutdown_signals, &signal);
+  spdlog::info("received {}, shutting down within {}",
+               signal == SIGINT ? "SIGINT" : "SIGTERM",
+               caf::deep_to_string(settings.shutdown_timeout));
+  if (reporter)
+    caf::anon_send_exit(reporter, caf::exit_reason::user_shutdown);
+  metrics->reset();
+  // One deadline for the whole shutdown.
+  auto deadline = std::chrono::steady_clock::now() + settings.shutdown_timeout;
+  {
+    caf::scoped_actor self{sys};
+    self->request(gateway, settings.shutdown_timeout, shutdown_atom::value)
+      .receive([](ok_atom) {}, [](caf::error&) {});
+  }
+  auto left = std::chrono::duration_cast<caf::timespan>(
+    deadline - std::chrono::steady_clock::now());
+  auto written = local.stop(std::max<caf::timespan>(
+    left, std::chrono::milliseconds{1}));
+  unpublish_gateway(sys, gateway, *port);
+  stop_gateway(sys, gateway);
+  auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;
+  spdlog::info("stopped ({})", status == EXIT_SUCCESS
+                                 ? "everything written"
+                                 : "NOT everything was written");
+  return status;
+}
+
+} // namespace coalesce

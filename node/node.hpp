@@ -1,0 +1,27 @@
+#pragma once
+
+#include <csignal>
+
+#include <caf/fwd.hpp>
+
+#include <coalesce/node/settings.hpp>
+
+/// A coalesce node: the services of this process published through one
+/// gateway on the node's port.
+///
+/// Start-up: opens the database and starts every service
+/// (coalesce/node/services.hpp), publishes the gateway and logs
+/// `listening on HOST:PORT`, then a stats line every `stats_interval`.
+/// Shutdown, on SIGINT or SIGTERM: the gateway refuses remote requests,
+/// then the services stop in order within `shutdown_timeout` (every
+/// back-pagination caller answered, every queued secret written), and the
+/// database closes.
+namespace coalesce {
+
+/// Runs a node until one of `shutdown_signals` arrives (block them in every
+/// thread first, before the actor system starts its threads). Returns the
+/// process's exit status: success when everything queued was written.
+int run_node(caf::actor_system& sys, const node_settings& settings,
+             const sigset_t& shutdown_signals);
+
+} // namespace coalesce

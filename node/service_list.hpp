@@ -1,0 +1,44 @@
+#pragma once
+
+#include <tuple>
+
+#include <coalesce/actors/backfill_scheduler.hpp>
+#include <coalesce/actors/secret_buffer.hpp>
+#include <coalesce/node/backfill_scheduler_service.hpp>
+#include <coalesce/node/secret_buffer_service.hpp>
+#include <coalesce/node/session_persister_service.hpp>
+#include <coalesce/node/timeline_service.hpp>
+
+/// The services a node hosts: the one place in node/ a new service names
+/// itself. Starting, stopping, the handles and the settings' keys and
+/// validation are derived from these two lists (coalesce/node/services.cpp,
+/// settings.cpp).
+namespace coalesce {
+
+/// Each service's settings (a struct with its defaults, `add_to` and
+/// `validate`), a member each.
+struct service_options {
+  secret_buffer_options secret_buffer;
+  backfill_scheduler_options backfill_scheduler;
+  session_persister_options session_persister;
+
+  /// Calls `f` with every member, in the order of the keys in --long-help.
+  template <class Self, class F>
+  static void for_each(Self& self, F&& f) {
+    f(self.secret_buffer);
+    f(self.backfill_scheduler);
+    f(self.session_persister);
+  }
+};
+
+/// The services in start order; they wind down and stop in reverse. Each
+/// type is a service as the node hosts it: `start(sys, db, options,
+/// earlier)` (`earlier`: this tuple, whose services before it have
+/// started), `add_handles(service_handles&)`, `wind_down(self, deadline)`
+/// (answer or write what it holds; false when something was not written),
+/// `to_exit()` and `to_wait_for()`.
+using hosted_services
+  = std::tuple<secret_buffer_service, timeline_service, backfill_scheduler_service,
+               session_persister_service>;
+
+} // namespace coalesce

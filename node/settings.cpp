@@ -1,0 +1,87 @@
+#include <coalesce/node/settings.hpp>
+
+#include <caf/config_option_adder.hpp>
+#include <caf/make_config_option.hpp>
+#include <caf/deep_to_string.hpp>
+#include <spdlog/common.h>
+
+#include <coalesce/actors/option_text.hpp>
+#include <coalesce/storage/durability.hpp>
+
+namespace coalesce {
+
+namespace {
+
+std::string quoted(const std::string& x) {
+  return "\"" + x + "\"";
+}
+
+} // namespace
+
+void service_settings::add_to(caf::config_option_adder& adder) {
+  adder
+    .add(db_path, "db-path",
+         described("directory of the RocksDB database", db_path))
+    .add(durability, "durability",
+         described("\"synced\" (fsync per batch) or \"buffered\" (no fsync)",
+                   durability));
+  service_options::for_each(*this,
+                            [&](auto& options) { options.add_to(adder); });
+}
+
+std::string service_settings::validate(const std::string& group) const {
+  if (db_path.empty())
+    return group + ".db-path must not be empty";
+  if (!storage::parse_durability(durability))
+    return group + ".durability = " + quoted(durability)
+           + " must be \"synced\" or \"buffered\"";
+  std::string problem;
+  service_options::for_each(*this, [&](const auto& options) {
+    if (problem.empty())
+      problem = options.validate(group);
+  });
+  return problem;
+}
+
+void node_settings::add_to(caf::config_option_adder& adder) {
+  services.add_to(adder);
+  adder
+    .add(log_level, "log-level",
+         described("trace, debug, info, warn, error, critical or off",
+                   log_level))
+    .add(host, "host", described("address to accept connections on", host))
+    .add(port, "port",
+         described("port to accept connections on (0: any free port)", port))
+    .add(shutdown_timeout, "shutdown-timeout",
+         described("how long sealing and flushing may take on shutdown",
+                   shutdown_timeout))
+    .add(stats_interval, "stats-interval",
+         described("how often a stats line is logged (0s: never)",
+                   stats_interval));
+  metrics.add_to(adder);
+  cluster.add_to(adder);
+}
+
+std::string node_settings::validate(const std::string& group) const {
+  if (auto problem = services.validate(group); !problem.empty())
+    return problem;
+  if (spdlog::level::from_str(log_level) == spdlog::level::off
+      && log_level != "off")
+    return group + ".log-level = " + quoted(log_level)
+           + " must be one of trace, debug, info, warn, error, critical, off";
+  if (host.empty())
+    return group + ".host must not be empty";
+  if (shutdown_timeout.count() <= 0)
+    return group + ".shutdown-timeout = "
+           + duration_text(shutdown_timeout) + " must be positive";
+  if (stats_interval.count() < 0)
+    return group + ".stats-interval = " + duration_text(stats_interval)
+           + " must not be negative";
+  if (auto problem = metrics.validate(group, port); !problem.empty())
+    return problem;
+  if (auto problem = cluster.validate(group, host, port); !problem.empty())
+    return problem;
+  return {};
+}
+
+} // namespace coalesce

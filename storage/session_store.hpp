@@ -1,0 +1,116 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include <coalesce/messages/session.hpp>
+#include <coalesce/storage/database.hpp>
+
+/// Sessions in RocksDB: each session's blob in the family "sessions", its
+/// update rows in "session_updates".
+///
+/// Keys start with the session id length-prefixed (4 bytes, big-endian), so
+/// the keys of one session form one range that contains no other session's
+/// keys, even for ids that are prefixes of each other ("a" and "a\x01...").
+/// An update row's key is that prefix followed by the update id.
+///
+/// The blob value starts with a format byte (1) and the writer's generation
+/// (8 bytes, big-endian), then the blob, so a later format can carry more
+/// without rewriting old rows. A deleted session keeps a tombstone under
+/// the blob's key: format byte 2 and the generation of the delete. An
+/// update row's value is a format byte, the timestamp, the kind and the
+/// payload.
+///
+/// Store-side fencing: a write whose generation is lower than the stored
+/// one (blob or tombstone) is refused with errc::stale_generation and
+/// changes nothing; an equal generation passes, so a retry passes. A
+/// tombstone keeps the higher of the delete's generation and the stored
+/// one, so a writer from before the delete cannot win after it.
+///
+/// Every call that writes is one WriteBatch with the durability `mode`
+/// names (by default the database's): a crash leaves all of a call's
+/// changes or none. RocksDB has no conditional write, so the check and
+/// the write of one session race if two threads write that session at
+/// once: callers serialise the writes of one session (the persister sends
+/// every write of a session through the same I/O actor).
+///
+/// Failures: a malformed request (an empty session id or one over 255
+/// bytes, an update with an empty id) is refused with errc::invalid_request
+/// before anything is written; `load_session` of a session without a blob
+/// answers errc::not_found; a stored value that does not decode gives
+/// errc::corrupt_record. All calls block on disk I/O.
+namespace coalesce::storage {
+
+/// The longest session id, in bytes.
+constexpr std::size_t max_session_id = 255;
+
+/// One session write: the newest blob, the new update rows and the ids of
+/// the rows to delete.
+struct session_write {
+  std::string session;
+  std::string blob;
+  std::vector<session_update> updates;
+  std::vector<std::string> removed;
+  /// The writer's generation, stored with the blob (store-side fencing).
+  uint64_t generation = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_write& x) {
+  return f(x.session, x.blob, x.updates, x.removed, x.generation);
+}
+
+/// Empty when `session` is a valid session id, else why not.
+std::string invalid_session_id(const std::string& session);
+
+/// Writes the blob, the update rows and the removals as one batch. A row
+/// both written and removed by the same write ends removed. Refused with
+/// errc::stale_generation when storage holds a higher generation.
+caf::error save_session(database& db, const session_write& write,
+                        std::optional<durability> mode = std::nullopt);
+
+/// What `save_session_group` did.
+struct session_group_result {
+  /// Per write, in order: why it was refused before the batch (invalid,
+  /// stale generation); none for a write the batch carried.
+  std::vector<caf::error> refused;
+  /// Why the batch failed: then every write it carried failed with it.
+  caf::error failure;
+  /// Whether a batch was written (none when every write was refused).
+  bool written = false;
+};
+
+/// Group commit: every write not refused (checked one by one, each
+/// against the stored generation or an earlier write of the same session
+/// in the group) goes into one WriteBatch, written once (one fsync when
+/// synced). Each session's part is atomic; so is the whole group.
+session_group_result
+save_session_group(database& db, const std::vector<session_write>& writes,
+                   std::optional<durability> mode = std::nullopt);
+
+/// Removes the blob and every update row of `session` (one range delete of
+/// its update rows) in one batch, leaving a tombstone with the higher of
+/// `generation` and the stored generation. Erasing an unknown session is no
+/// error.
+caf::error erase_session(database& db, const std::string& session,
+                         uint64_t generation = 0,
+                         std::optional<durability> mode = std::nullopt);
+
+/// The generation stored for `session` (its blob's or its tombstone's);
+/// none when nothing is stored.
+caf::expected<std::optional<uint64_t>>
+stored_generation(database& db, const std::string& session);
+
+/// The blob and update rows of `session`, rows by timestamp, then id.
+caf::expected<session_record> load_session(database& db,
+                                           const std::string& session);
+
+/// The key prefix of every key of `session` (tests and tools).
+std::string session_key_prefix(const std::string& session);
+
+} // namespace coalesce::storage

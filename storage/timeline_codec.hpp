@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <coalesce/messages/backfill.hpp>
+
+/// The byte layout of room timelines in RocksDB (column family "timeline").
+/// Pure functions: no RocksDB here.
+///
+/// Key: the room as a 4-byte big-endian length and its bytes, so no room
+/// name can bleed into another's keys, then a tag byte:
+/// - 'e' and the event's sequence number (8 bytes, big-endian): one event.
+///   Big-endian makes RocksDB's bytewise order the order of appending, so a
+///   room's events are one contiguous, ordered key range.
+/// - 'h': the room's head, the sequence number the next event gets.
+/// - 'p': the room's back-pagination position, the sequence number of the
+///   oldest event a committed page returned; older events come next.
+///
+/// Event value: a format byte (1); event_id, type as a 4-byte big-endian
+/// length and the bytes each; the timestamp as an 8-byte little-endian
+/// integer; the body as a 4-byte big-endian length and its bytes. Head and
+/// position values are 8-byte big-endian integers.
+///
+/// Decoding is strict: a wrong format byte, a length running past the end,
+/// or bytes left over give nullopt, which callers report as
+/// errc::corrupt_record.
+namespace coalesce::storage {
+
+std::string encode_event_key(const std::string& room, uint64_t seq);
+
+/// The first key after every event key of `room`: the exclusive upper bound
+/// of a scan over all its events.
+std::string encode_events_end_key(const std::string& room);
+
+/// The sequence number of an event key of `room`; nullopt for any other key.
+std::optional<uint64_t> decode_event_key(const std::string& room,
+                                         std::string_view bytes);
+
+std::string encode_head_key(const std::string& room);
+
+std::string encode_position_key(const std::string& room);
+
+std::string encode_event_value(const timeline_event& event);
+
+std::optional<timeline_event> decode_event_value(std::string_view bytes);
+
+std::string encode_counter(uint64_t x);
+
+std::optional<uint64_t> decode_counter(std::string_view bytes);
+
+} // namespace coalesce::storage
