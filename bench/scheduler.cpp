@@ -33,7 +33,7 @@
 #include <coalesce/actors/backfill_scheduler.hpp>
 #include <coalesce/actors/run_queue.hpp>
 #include <coalesce/messages/registration.hpp>
-#include "bench/scheduler_decision.hpp"
+#include "scheduler_decision.hpp"
 
 using namespace coalesce;
 using clock_type = std::chrono::steady_clock;

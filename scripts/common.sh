@@ -10,7 +10,7 @@ COALESCE_BUILD="${COALESCE_BUILD:-$COALESCE_ROOT/build}"
 COALESCE_PACKAGES=(
   g++ cmake make pkg-config
   libcaf-dev librocksdb-dev libspdlog-dev libssl-dev
-  libcli11-dev nlohmann-json3-dev prometheus-cpp-dev openssl curl
+  libcli11-dev nlohmann-json3-dev prometheus-cpp-dev openssl curl ccache
 )
 
 coalesce_install_packages() {
