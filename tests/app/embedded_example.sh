@@ -45,4 +45,104 @@ test_the_example_builds_against_the_installed_package_and_runs() {
 
 run_test "the example builds against the installed package and runs"
 
+# The package installed once, for the tests below.
+install_package() {
+  PREFIX="$WORK/prefix"
+  [ -d "$PREFIX" ] && return 0
+  cmake --install "$BUILD_DIR" --prefix "$PREFIX" >"$WORK/install.log" 2>&1 \
+    || { cat "$WORK/install.log" >&2; return 1; }
+}
+
+test_the_install_is_under_100_MB() {
+  install_package || { CURRENT_OK=0; return; }
+  local size_mb
+  size_mb=$(du -sm "$PREFIX" | cut -f1)
+  echo "    installed: ${size_mb} MB"
+  check "the install takes ${size_mb} MB, at most 100" [ "$size_mb" -le 100 ]
+  check "the installed programs carry no debug information" \
+    bash -c "! readelf -S '$PREFIX/bin/coalesce-node' | grep -q debug_line"
+}
+
+# An application of the client component alone finds the package with
+# RocksDB, spdlog and prometheus-cpp made unfindable.
+test_a_client_only_application_needs_no_RocksDB_or_prometheus() {
+  install_package || { CURRENT_OK=0; return; }
+  check "the client example configures against the client component alone" \
+    cmake -S "$ROOT/examples/client" -B "$WORK/client" \
+      -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_DISABLE_FIND_PACKAGE_RocksDB=ON \
+      -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON \
+      -DCMAKE_DISABLE_FIND_PACKAGE_prometheus-cpp=ON \
+      >"$WORK/client-configure.log" 2>&1 \
+    || { cat "$WORK/client-configure.log" >&2; return; }
+  check "and builds" cmake --build "$WORK/client" -j2 \
+    >"$WORK/client-build.log" 2>&1 || { cat "$WORK/client-build.log" >&2; return; }
+  check "it links no RocksDB" \
+    bash -c "! ldd '$WORK/client/client' | grep -q rocksdb"
+  start_node client || { CURRENT_OK=0; return; }
+  "$WORK/client/client" 127.0.0.1 "$PORT" >"$WORK/client.out" 2>&1
+  local rc=$?
+  check "the client exits 0 (got $rc: $(cat "$WORK/client.out"))" [ "$rc" = 0 ]
+  check "the client reads its secret back" \
+    grep -q "client: secret c1 found" "$WORK/client.out"
+  cli secret get client@g.us carol@s.whatsapp.net c1 >"$WORK/client-cli.out" 2>&1
+  check "the node holds what the client queued" \
+    grep -q "^$(printf '2b%.0s' $(seq 1 32)) 1700000002$" "$WORK/client-cli.out"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+# Every installed header is a translation unit of its own, compiled against
+# the package as a consumer sees it: messages/ and client/ against the
+# client component alone, the other layers against the whole package.
+test_every_installed_header_compiles_alone() {
+  install_package || { CURRENT_OK=0; return; }
+  local project="$WORK/headers" count=0
+  mkdir -p "$project/client" "$project/node"
+  for header in "$PREFIX"/include/coalesce/*/*.hpp; do
+    local relative="${header#$PREFIX/include/}" layer
+    layer=$(basename "$(dirname "$header")")
+    local side=node
+    case "$layer" in messages|client) side=client ;; esac
+    printf '#include <%s>\n' "$relative" \
+      >"$project/$side/$(tr '/.' '__' <<<"$relative").cpp"
+    count=$((count + 1))
+  done
+  cat >"$project/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(coalesce_headers LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+# Parsing and instantiating is the check; no object is needed.
+add_compile_options(-fsyntax-only -Wall -Wextra -Werror)
+find_package(coalesce REQUIRED COMPONENTS ${SIDE})
+file(GLOB sources ${CMAKE_CURRENT_SOURCE_DIR}/${SIDE}/*.cpp)
+add_library(headers OBJECT ${sources})
+target_link_libraries(headers PRIVATE ${TARGET})
+CMAKE
+  echo "    installed headers: $count"
+  check "some headers are installed" [ "$count" -gt 40 ]
+  local side target extra
+  for side in client node; do
+    target=coalesce::client
+    extra=(-DCMAKE_DISABLE_FIND_PACKAGE_RocksDB=ON
+           -DCMAKE_DISABLE_FIND_PACKAGE_prometheus-cpp=ON)
+    if [ "$side" = node ]; then
+      target=coalesce::coalesce
+      extra=()
+    fi
+    check "the $side headers configure" \
+      cmake -S "$project" -B "$project/build-$side" -DSIDE="$side" \
+        -DTARGET="$target" -DCMAKE_PREFIX_PATH="$PREFIX" "${extra[@]}" \
+        >"$project/$side-configure.log" 2>&1 \
+      || { cat "$project/$side-configure.log" >&2; continue; }
+    check "each $side header compiles alone" \
+      cmake --build "$project/build-$side" -j2 \
+        >"$project/$side-build.log" 2>&1 \
+      || grep -B2 -A8 'error' "$project/$side-build.log" | head -40 >&2
+  done
+}
+
+run_test "the install is under 100 MB"
+run_test "a client only application needs no RocksDB or prometheus"
+run_test "every installed header compiles alone"
+
 finish_tests
