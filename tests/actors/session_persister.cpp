@@ -16,6 +16,7 @@
 #include <caf/config_option_adder.hpp>
 #include <caf/config_option_set.hpp>
 
+#include <coalesce/actors/session_persister_protocol.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/storage/database.hpp>
@@ -147,6 +148,11 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     CAF_REQUIRE(opened.engaged());
     db = std::move(*opened);
     start(options);
+  }
+
+  /// The first I/O actor, typed, for the tests that talk to it directly.
+  session_io_actor first_io() const {
+    return actor_cast<session_io_actor>(service.io.front());
   }
 
   session_handle_actor spawn_handle(std::string blob) {
@@ -732,7 +738,7 @@ CAF_TEST(a forced stale write is refused in storage) {
   start();
   CAF_REQUIRE(!storage::save_session(*db, {"s", "gen 5", {row("u0")}, {}, 5}));
   storage::session_write stale{"s", "stale", {row("u1")}, {"u0"}, 4};
-  self->request(service.io.front(), infinite, write_atom::value, stale);
+  self->request(first_io(), infinite, write_atom::value, stale);
   sched.run();
   CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stale_generation));
   CAF_CHECK_EQUAL(stored_blob("s"), "gen 5");
@@ -748,7 +754,7 @@ CAF_TEST(a delete then a stale write is refused) {
             == ok_atom::value);
   // A write from before the delete, reaching storage after it.
   storage::session_write stale{"s", "before", {row("u1")}, {}, generation};
-  self->request(service.io.front(), infinite, write_atom::value, stale);
+  self->request(first_io(), infinite, write_atom::value, stale);
   sched.run();
   CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stale_generation));
   CAF_CHECK(!stored("s"));
@@ -803,7 +809,7 @@ CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one gr
   for (int i = 0; i < n; ++i)
     send_persist(self, "s" + std::to_string(i), handles[i],
                  {row("u" + std::to_string(i))});
-  run_all_but(service.io.front());
+  run_all_but(first_io());
   CAF_CHECK(!answered(self)); // every write waits at the I/O actor
   sched.run();
   for (int i = 0; i < n; ++i)
@@ -827,7 +833,7 @@ CAF_TEST(a failure of one group fails every session in it and each is retried) {
   for (int i = 0; i < n; ++i)
     send_persist(self, "s" + std::to_string(i), handles[i],
                  {row("u" + std::to_string(i))});
-  run_all_but(service.io.front());
+  run_all_but(first_io());
   faults->wal_append = true;
   sched.run();
   faults->clear();
@@ -852,7 +858,7 @@ CAF_TEST(a stale session in a group fails alone and the others commit) {
   options.io_workers = 1;
   start(options);
   CAF_REQUIRE(!storage::save_session(*db, {"old", "gen 5", {}, {}, 5}));
-  auto& io = service.io.front();
+  auto io = first_io();
   self->request(io, infinite, write_atom::value,
                 storage::session_write{"a", "blob a", {row("u0")}, {}, 0});
   self->request(io, infinite, write_atom::value,
