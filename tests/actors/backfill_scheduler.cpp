@@ -10,8 +10,8 @@
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/fault_injection.hpp>
 
-#include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;

@@ -16,6 +16,7 @@
 #include "mailbox.hpp"
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;

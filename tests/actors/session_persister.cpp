@@ -23,9 +23,10 @@
 #include <coalesce/storage/fault_injection.hpp>
 #include <coalesce/storage/session_store.hpp>
 
+#include "error_codes.hpp"
 #include "mailbox.hpp"
-#include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;
@@ -91,14 +92,6 @@ test_handle(test_handle_actor::stateful_pointer<handle_state> self,
 /// A handle that answers a snapshot request with a number.
 behavior wrong_handle() {
   return {[](snapshot_atom) { return 42; }};
-}
-
-uint8_t code_of(const error& err) {
-  return err.category() == errc_category ? err.code() : 0;
-}
-
-constexpr uint8_t code(errc x) {
-  return static_cast<uint8_t>(x);
 }
 
 /// A persister over a real RocksDB in a fresh directory (through the fault
