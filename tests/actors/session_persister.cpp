@@ -282,7 +282,7 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
 
 CAF_TEST_FIXTURE_SCOPE(session_persister_tests, persister_fixture)
 
-// -- 1 -----------------------------------------------------------------------
+// -- coalescing: many persists, one write, the newest state last --------------
 
 CAF_TEST(queued persists coalesce into one write that lands the newest state) {
   start();
@@ -332,7 +332,7 @@ CAF_TEST(queued persists coalesce into one write that lands the newest state) {
   CAF_CHECK_EQUAL(stored_rows("s").size(), K + 2u);
 }
 
-// -- 2 -----------------------------------------------------------------------
+// -- removals -----------------------------------------------------------------
 
 CAF_TEST(a removal cancels a queued row and is passed on to storage) {
   start();
@@ -355,7 +355,7 @@ CAF_TEST(a removal cancels a queued row and is passed on to storage) {
   CAF_CHECK_EQUAL(counters.rows_removed, 2u); // doomed and old passed on
 }
 
-// -- 3 -----------------------------------------------------------------------
+// -- deletes ------------------------------------------------------------------
 
 CAF_TEST(a delete drops queued persists waits for the running write and refuses later ones) {
   start();
@@ -399,8 +399,6 @@ CAF_TEST(a delete drops queued persists waits for the running write and refuses 
   CAF_CHECK_EQUAL(stats().failed_sessions, 0u);
 }
 
-// -- 4 -----------------------------------------------------------------------
-
 CAF_TEST(a persist of a session re-created during its delete is written after the delete) {
   start();
   auto old = spawn_handle("old");
@@ -426,8 +424,6 @@ CAF_TEST(a persist of a session re-created during its delete is written after th
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1"}));
 }
 
-// -- 5 -----------------------------------------------------------------------
-
 CAF_TEST(a live unregistered handle named by a delete is tombstoned) {
   start();
   auto h = spawn_handle("b");
@@ -441,7 +437,7 @@ CAF_TEST(a live unregistered handle named by a delete is tombstoned) {
   CAF_CHECK_EQUAL(stats().writes, 0u);
 }
 
-// -- 6 -----------------------------------------------------------------------
+// -- superseded and dead handles ----------------------------------------------
 
 CAF_TEST(a superseded handle writes the newest live state or is refused) {
   start();
@@ -476,7 +472,7 @@ CAF_TEST(a persist whose handle died is written from the newest live handle or a
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
 
-// -- 7 -----------------------------------------------------------------------
+// -- failed writes and flush all ----------------------------------------------
 
 CAF_TEST(a failed write is tracked and retried by the next write and by flush all) {
   start();
@@ -523,7 +519,7 @@ CAF_TEST(flush all answers the sessions not written when its limit passes) {
   CAF_CHECK_EQUAL(stored_rows("a"), (ids{"u0"}));
 }
 
-// -- 8 -----------------------------------------------------------------------
+// -- wait idle ----------------------------------------------------------------
 
 CAF_TEST(wait idle answers once the queued writes are done and at once when nothing is queued) {
   start();
@@ -550,7 +546,7 @@ CAF_TEST(wait idle answers once the queued writes are done and at once when noth
   CAF_CHECK(!unflushed("s"));
 }
 
-// -- 9 -----------------------------------------------------------------------
+// -- leases -------------------------------------------------------------------
 
 CAF_TEST(exclusive answers a lease after the queued persists and holds later writes until release) {
   start();
@@ -596,7 +592,7 @@ CAF_TEST(the death of a lease holder releases its lease) {
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
 
-// -- 10 ----------------------------------------------------------------------
+// -- load and unflushed -------------------------------------------------------
 
 CAF_TEST(load and has unflushed are messages and load of an unknown session is not found) {
   start();
@@ -618,7 +614,7 @@ CAF_TEST(load and has unflushed are messages and load of an unknown session is n
   CAF_CHECK(record.updates[1] == row("u1", 5));
 }
 
-// -- 11 ----------------------------------------------------------------------
+// -- bad input and bad snapshots ----------------------------------------------
 
 CAF_TEST(bad input gets a clear error and changes nothing) {
   session_persister_options options;
@@ -678,7 +674,7 @@ CAF_TEST(a handle that does not answer within the snapshot timeout fails the wri
   state_of(h).held.clear();
 }
 
-// -- 12 ----------------------------------------------------------------------
+// -- stats --------------------------------------------------------------------
 
 CAF_TEST(stats count writers queued requests writes rows failures and snapshots) {
   start();
@@ -725,7 +721,7 @@ CAF_TEST(requests parked when the persister stops are answered) {
   state_of(h).held.clear();
 }
 
-// -- store-side fencing (issue 12) --------------------------------------------
+// -- store-side fencing -------------------------------------------------------
 
 CAF_TEST(a forced stale write is refused in storage) {
   start();
@@ -789,7 +785,7 @@ CAF_TEST(a restart then a register then a write succeeds) {
   CAF_CHECK(generation_in_storage("t") == std::optional<uint64_t>{10});
 }
 
-// -- group commit (issue 12) --------------------------------------------------
+// -- group commit -------------------------------------------------------------
 
 CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one group) {
   session_persister_options options;
