@@ -53,7 +53,7 @@ struct writer_state {
   /// so every later job waits.
   std::optional<uint64_t> held_lease;
   /// Messages received from the persister; `retire` sends it, and the
-  /// persister lets the writer go only if it sent no more than that.
+  /// persister lets the writer go only if it sent exactly that many.
   uint64_t received = 0;
   /// A `retire` question is out: ask no second one until it is answered.
   bool asking_to_retire = false;

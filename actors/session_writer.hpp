@@ -13,8 +13,8 @@
 /// - A write asks the persister where to write from (`resolve`), asks that
 ///   handle for its snapshot, and hands the snapshot and the merged rows to
 ///   the session's I/O actor. Persists that arrive meanwhile merge into the
-///   next write, so writes of one session never overlap and the newest
-///   state lands last.
+///   queued write at the tail, so writes of one session never overlap and
+///   the newest state lands last.
 /// - A delete answers the queued persists with errc::session_deleted, drops
 ///   the rows a failed write kept, and queues an erase behind the running
 ///   job. A lease is granted when its job starts (every job queued before
