@@ -1,488 +1,121 @@
 #include <coalesce/actors/session_persister.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include <coalesce/actors/caller_monitor.hpp>
-#include <coalesce/actors/guarded_write.hpp>
 #include <coalesce/actors/option_text.hpp>
 #include <coalesce/actors/parked_requests.hpp>
-#include <coalesce/actors/session_queue.hpp>
+#include <coalesce/actors/session_io_worker.hpp>
+#include <coalesce/actors/session_persister_protocol.hpp>
 #include <coalesce/actors/session_registry.hpp>
+#include <coalesce/actors/session_writer.hpp>
 #include <coalesce/messages/errc.hpp>
-#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/session_store.hpp>
 
 namespace coalesce {
 
-// -- I/O actors ---------------------------------------------------------------
-
-struct session_io_state {
-  std::shared_ptr<storage::database> db;
-  /// The group forming: writes that arrived since the last commit.
-  std::vector<storage::session_write> pending;
-  parked_requests<caf::typed_response_promise<ok_atom>> waiters{
-    "the session I/O actor"};
-  std::vector<uint64_t> pending_waiters;
-  uint64_t groups = 0;
-  uint64_t fsyncs = 0;
-};
-
-using io_pointer = session_io_actor::stateful_pointer<session_io_state>;
-
 namespace {
 
-void count_batch(io_pointer self) {
-  if (self->state.db->mode() == storage::durability::synced)
-    ++self->state.fsyncs;
-}
-
-/// Writes the pending group as one batch and answers each of its writes.
-void commit_pending(io_pointer self) {
-  auto& st = self->state;
-  if (st.pending.empty())
-    return;
-  auto writes = std::move(st.pending);
-  auto waiters = std::move(st.pending_waiters);
-  st.pending.clear();
-  st.pending_waiters.clear();
-  storage::session_group_result result;
-  auto failure = guarded_write(*st.db, [&] {
-    result = storage::save_session_group(*st.db, writes);
-    return result.failure;
-  });
-  if (result.written) {
-    ++st.groups;
-    count_batch(self);
-  }
-  for (std::size_t i = 0; i < waiters.size(); ++i) {
-    const caf::error* err = nullptr;
-    if (i < result.refused.size() && result.refused[i])
-      err = &result.refused[i];
-    else if (failure)
-      err = &failure;
-    if (err)
-      st.waiters.answer(waiters[i], *err);
-    else
-      st.waiters.answer(waiters[i], ok_atom::value);
-  }
-}
-
-} // namespace
-
-session_io_actor::behavior_type
-session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
-  self->state.db = std::move(db);
-  return {
-    [self](write_atom, storage::session_write& write) {
-      auto& st = self->state;
-      if (st.pending.empty())
-        self->send(self, commit_atom::value);
-      auto promise = self->make_response_promise<ok_atom>();
-      st.pending.push_back(std::move(write));
-      st.pending_waiters.push_back(st.waiters.park(promise));
-      return promise;
-    },
-    [self](commit_atom) { commit_pending(self); },
-    [self](erase_atom, const std::string& session,
-           uint64_t generation) -> caf::result<ok_atom> {
-      commit_pending(self);
-      auto& db = *self->state.db;
-      if (auto err = guarded_write(db, [&] {
-            return storage::erase_session(db, session, generation);
-          }))
-        return err;
-      count_batch(self);
-      return ok_atom::value;
-    },
-    [self](load_atom, const std::string& session)
-      -> caf::result<session_record> {
-      commit_pending(self);
-      auto record = storage::load_session(*self->state.db, session);
-      if (!record)
-        return std::move(record.error());
-      return std::move(*record);
-    },
-    [self](stored_generation_atom, const std::string& session)
-      -> caf::result<bool, uint64_t> {
-      commit_pending(self);
-      auto stored = storage::stored_generation(*self->state.db, session);
-      if (!stored)
-        return std::move(stored.error());
-      return caf::result<bool, uint64_t>{stored->has_value(),
-                                         stored->value_or(0)};
-    },
-    [self](stats_atom) -> caf::result<uint64_t, uint64_t> {
-      return caf::result<uint64_t, uint64_t>{self->state.groups,
-                                             self->state.fsyncs};
-    },
-  };
-}
-
-namespace {
-
-// -- the writer of one session -------------------------------------------------
-
-/// Runs one session's queue; every message comes from the persister (its
-/// own requests or the clients' it delegated), counted in `received`.
-using session_writer_actor = caf::typed_actor<
-  caf::replies_to<persist_atom, session_handle_actor,
-                  std::vector<session_update>,
-                  std::vector<std::string>>::with<ok_atom>,
-  /// Deletes the session, leaving a tombstone of the given generation.
-  caf::replies_to<delete_atom, uint64_t>::with<ok_atom>,
-  caf::replies_to<barrier_atom>::with<ok_atom>,
-  caf::replies_to<exclusive_atom, session_lease>::with<session_lease>,
-  caf::replies_to<release_atom, session_lease>::with<ok_atom>>;
-
-struct writer_state {
-  std::string session;
-  session_persister_actor persister;
-  session_io_actor io;
-  session_persister_options options;
-  session_queue queue;
-  parked_requests<caf::typed_response_promise<ok_atom>> waiters{
-    "the session writer"};
-  parked_requests<caf::typed_response_promise<session_lease>> lease_waiters{
-    "the session writer"};
-  /// Who asked for each queued or held lease.
-  std::unordered_map<uint64_t, caf::actor_addr> lease_holders;
-  std::optional<uint64_t> held_lease;
-  uint64_t received = 0;
-  bool asking_to_retire = false;
-};
-
-using writer_pointer = session_writer_actor::stateful_pointer<writer_state>;
-
-void pump(writer_pointer self);
-
-void answer_all(writer_pointer self, const std::vector<uint64_t>& waiters,
-                const caf::error& result) {
-  for (auto id : waiters) {
-    if (result)
-      self->state.waiters.answer(id, result);
-    else
-      self->state.waiters.answer(id, ok_atom::value);
-  }
-}
-
-/// The end of a write job: answers its persists, keeps failed rows for the
-/// next write, tells the persister.
-void end_write(writer_pointer self, std::shared_ptr<session_rows> rows,
-               caf::error result, write_report report) {
-  auto& st = self->state;
-  report.ok = !result;
-  report.settled = rows->waiters.size();
-  if (report.attempted && result) {
-    spdlog::warn("session persister: write of session {} failed: {}",
-                 st.session, self->system().render(result));
-    report.rows = 0;
-    report.removed = 0;
-  } else {
-    report.rows = rows->updates.size();
-    report.removed = rows->removed.size();
-  }
-  answer_all(self, rows->waiters, result);
-  if (report.attempted && result)
-    st.queue.keep_failed(std::move(*rows));
-  st.queue.finish(std::move(result));
-  self->send(st.persister, written_atom::value, st.session, report);
-  pump(self);
-}
-
-caf::error snapshot_error(writer_pointer self, const caf::error& err) {
-  std::string what;
-  if (err == caf::sec::request_timeout)
-    what = "no answer within "
-           + caf::deep_to_string(self->state.options.snapshot_timeout);
-  else if (err == caf::sec::unexpected_response)
-    what = "it answered something other than a snapshot";
-  else
-    what = self->system().render(err);
-  return make_error(errc::snapshot_failed,
-                    "session " + self->state.session + ": " + what);
-}
-
-void write_snapshot(writer_pointer self, std::shared_ptr<session_rows> rows,
-                    write_report report, uint64_t generation,
-                    std::string& blob) {
-  auto& st = self->state;
-  if (blob.size() > st.options.max_blob) {
-    end_write(self, rows,
-              make_error(errc::invalid_request,
-                         "the snapshot of session " + st.session + " has "
-                           + std::to_string(blob.size())
-                           + " bytes, more than persister-max-blob "
-                           + std::to_string(st.options.max_blob)),
-              report);
-    return;
-  }
-  storage::session_write write{st.session, std::move(blob), rows->updates,
-                               rows->removed, generation};
-  self->request(st.io, caf::infinite, write_atom::value, std::move(write))
-    .then([=](ok_atom) { end_write(self, rows, caf::none, report); },
-          [=](caf::error& err) { end_write(self, rows, err, report); });
-}
-
-/// A write starts: where to write from (the persister decides), then the
-/// snapshot from that handle, then storage.
-void start_write(writer_pointer self, std::shared_ptr<session_rows> rows) {
-  auto& st = self->state;
-  self
-    ->request(st.persister, caf::infinite, resolve_atom::value, st.session,
-              *rows->source)
-    .then(
-      [=](session_handle_actor& from, uint64_t generation) {
-        write_report report;
-        report.attempted = true;
-        report.snapshot_asked = true;
-        report.source = from;
-        self
-          ->request(from, self->state.options.snapshot_timeout,
-                    snapshot_atom::value)
-          .then([=](std::string& blob) {
-                  write_snapshot(self, rows, report, generation, blob);
-                },
-                [=](caf::error& err) {
-                  end_write(self, rows, snapshot_error(self, err), report);
-                });
-      },
-      [=](caf::error& err) { end_write(self, rows, err, write_report{}); });
-}
-
-void start_erase(writer_pointer self, uint64_t waiter, uint64_t generation) {
-  auto& st = self->state;
-  auto done = [self, waiter](caf::error result) {
-    auto& st = self->state;
-    answer_all(self, {waiter}, result);
-    write_report report;
-    report.erased = !result;
-    st.queue.finish(std::move(result));
-    self->send(st.persister, written_atom::value, st.session, report);
-    pump(self);
-  };
-  self
-    ->request(st.io, caf::infinite, erase_atom::value, st.session, generation)
-    .then([=](ok_atom) { done(caf::none); },
-          [=](caf::error& err) { done(std::move(err)); });
-}
-
-void grant_lease(writer_pointer self, uint64_t lease, uint64_t waiter) {
-  auto& st = self->state;
-  st.held_lease = lease;
-  auto holder = st.lease_holders[lease];
-  if (holder)
-    self->monitor(holder);
-  st.lease_waiters.answer(waiter, session_lease{lease});
-}
-
-void end_lease(writer_pointer self) {
-  auto& st = self->state;
-  st.lease_holders.erase(*st.held_lease);
-  st.held_lease.reset();
-  st.queue.finish(caf::none);
-  pump(self);
-}
-
-/// Idle: asks the persister whether it may go; the persister says yes only
-/// when it sent nothing this writer has not received.
-void maybe_retire(writer_pointer self) {
-  auto& st = self->state;
-  if (!st.queue.idle() || st.held_lease || st.asking_to_retire)
-    return;
-  st.asking_to_retire = true;
-  self
-    ->request(st.persister, caf::infinite, retire_atom::value, st.session,
-              st.received)
-    .then(
-      [self](bool may_go) {
-        self->state.asking_to_retire = false;
-        if (may_go)
-          self->quit();
-        else
-          maybe_retire(self);
-      },
-      [self](caf::error&) { self->quit(); });
-}
-
-void pump(writer_pointer self) {
-  auto& st = self->state;
-  while (auto job = st.queue.start_next()) {
-    switch (job->kind) {
-      case session_job::write:
-        start_write(self, std::make_shared<session_rows>(std::move(job->rows)));
-        return;
-      case session_job::erase:
-        start_erase(self, job->rows.waiters.front(), job->generation);
-        return;
-      case session_job::lease:
-        grant_lease(self, job->lease_id, job->rows.waiters.front());
-        return;
-      case session_job::barrier: {
-        auto result = st.queue.last_result();
-        answer_all(self, job->rows.waiters, result);
-        st.queue.finish(std::move(result));
-        break;
-      }
-    }
-  }
-  maybe_retire(self);
-}
-
-/// Parks a promise for a job with one waiter and queues the job.
-caf::typed_response_promise<ok_atom> queue_job(writer_pointer self,
-                                               session_job job) {
-  auto promise = self->make_response_promise<ok_atom>();
-  job.rows.waiters.push_back(self->state.waiters.park(promise));
-  self->state.queue.push(std::move(job));
-  pump(self);
-  return promise;
-}
-
-caf::result<ok_atom> on_writer_delete(writer_pointer self,
-                                      uint64_t generation) {
-  auto& st = self->state;
-  auto dropped = st.queue.drop_writes();
-  answer_all(self, dropped,
-             make_error(errc::session_deleted, "session " + st.session));
-  if (!dropped.empty()) {
-    write_report report;
-    report.settled = dropped.size();
-    self->send(st.persister, written_atom::value, st.session, report);
-  }
-  session_job job;
-  job.kind = session_job::erase;
-  job.generation = generation;
-  return queue_job(self, std::move(job));
-}
-
-caf::result<session_lease> on_exclusive(writer_pointer self,
-                                        session_lease lease) {
-  auto& st = self->state;
-  st.lease_holders[lease.id]
-    = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  auto promise = self->make_response_promise<session_lease>();
-  session_job job;
-  job.kind = session_job::lease;
-  job.lease_id = lease.id;
-  job.rows.waiters.push_back(st.lease_waiters.park(promise));
-  st.queue.push(std::move(job));
-  pump(self);
-  return promise;
-}
-
-caf::result<ok_atom> on_release(writer_pointer self, session_lease lease) {
-  auto& st = self->state;
-  if (st.held_lease == lease.id) {
-    end_lease(self);
-  } else if (st.queue.remove_lease(lease.id)) {
-    st.lease_holders.erase(lease.id);
-    st.lease_waiters.answer_all(
-      make_error(errc::invalid_request, "the lease was released before it "
-                                        "was granted"));
-    pump(self);
-  }
-  return ok_atom::value;
-}
-
-session_writer_actor::behavior_type
-session_writer(writer_pointer self, std::string session,
-               session_persister_actor persister, session_io_actor io,
-               session_persister_options options) {
-  auto& st = self->state;
-  st.session = std::move(session);
-  st.persister = std::move(persister);
-  st.io = std::move(io);
-  st.options = options;
-  self->set_down_handler([self](caf::down_msg& msg) {
-    auto& st = self->state;
-    if (st.held_lease && st.lease_holders[*st.held_lease] == msg.source) {
-      self->send(st.persister, release_atom::value, st.session,
-                 session_lease{*st.held_lease});
-      end_lease(self);
-    }
-  });
-  return {
-    [self](persist_atom, session_handle_actor& source,
-           std::vector<session_update>& updates,
-           std::vector<std::string>& removed) -> caf::result<ok_atom> {
-      auto& st = self->state;
-      ++st.received;
-      auto promise = self->make_response_promise<ok_atom>();
-      session_rows rows{source, std::move(updates), std::move(removed),
-                        {st.waiters.park(promise)}};
-      st.queue.persist(std::move(rows));
-      pump(self);
-      return promise;
-    },
-    [self](delete_atom, uint64_t generation) {
-      ++self->state.received;
-      return on_writer_delete(self, generation);
-    },
-    [self](barrier_atom) -> caf::result<ok_atom> {
-      ++self->state.received;
-      session_job job;
-      job.kind = session_job::barrier;
-      return queue_job(self, std::move(job));
-    },
-    [self](exclusive_atom, session_lease lease) {
-      ++self->state.received;
-      return on_exclusive(self, lease);
-    },
-    [self](release_atom, session_lease lease) {
-      ++self->state.received;
-      return on_release(self, lease);
-    },
-  };
-}
-
-// -- the persister --------------------------------------------------------------
-
+/// A live writer, as the persister knows it.
 struct writer_entry {
   session_writer_actor writer;
-  /// Messages sent (or delegated) to the writer.
+  /// Messages sent (or delegated) to the writer; `retire` compares it with
+  /// what the writer received.
   uint64_t sent = 0;
 };
 
+/// One running `flushall`, under the id of its parked request.
 struct flush_run {
+  /// Sessions whose barrier or retried write has not answered yet; those
+  /// still here when the limit passes count as not written.
   std::set<std::string> waiting;
+  /// Sessions already known not written: failed with no live handle left,
+  /// or whose barrier or retried write failed.
   uint64_t unwritten = 0;
 };
 
 struct persister_state {
+  /// The limits; each writer gets a copy.
   session_persister_options options;
+  /// The I/O actors; every call about one session goes to the same one
+  /// (`io_for`), so storage's fencing check never races.
   std::vector<session_io_actor> io;
+  /// The decisions about handles: generations, tombstones, failed sessions.
   session_registry registry;
+  /// The session handles monitored (each once); a death reaches
+  /// `registry.handle_down`.
   caller_monitor handles;
+  /// The writer of each session with work. An entry goes when its writer
+  /// retires (`retire` answered yes) or dies; the next request about the
+  /// session spawns a new one.
   std::unordered_map<std::string, writer_entry> writers;
+  /// Every lease issued and not yet released, with its session: a client's
+  /// `release` finds the writer through it (errc::not_found for any other
+  /// id); a writer's `release` for a dead holder removes it.
   std::unordered_map<uint64_t, std::string> leases;
+  /// The id of the next lease; never 0.
   uint64_t next_lease = 1;
+
+  // The six lists of parked requests. Each answers what is still in it
+  // with errc::stopped_before_answer when the persister stops.
+
+  /// Clients' `flushall`: answered with the number of sessions not written
+  /// once every session its `flush_runs` entry waits for is done (at once
+  /// when there is none), or when its limit passes (the `timeout` message
+  /// with its id), whichever comes first.
   parked_requests<caf::typed_response_promise<uint64_t>> flushes{
     "the session persister"};
+  /// The progress of each `flushall` in `flushes`, by its id.
   std::unordered_map<uint64_t, flush_run> flush_runs;
+  /// Clients' `waitidle`: answered once the session's writer answered a
+  /// barrier (at once when it has no writer) and, when its last write
+  /// failed, the one retry did: ok, the retry's error, or errc::handle_gone
+  /// when no live handle is left to retry from.
   parked_requests<caf::typed_response_promise<ok_atom>> idle_waits{
     "the session persister"};
+  /// Clients' `register`, waiting until storage's generation of the session
+  /// is known (`with_stored_generation`): answered with the handle's new
+  /// generation, or with the read's error.
   parked_requests<caf::typed_response_promise<uint64_t>> registers{
     "the session persister"};
+  /// Clients' `delete`: waits for storage's generation, then for the
+  /// writer's erase (which waits for the running write); answered ok, or
+  /// with the error of the read or of the erase.
   parked_requests<caf::typed_response_promise<ok_atom>> deletes{
     "the session persister"};
+  /// Writers' `resolve`, waiting for storage's generation: answered with
+  /// the handle to write from and the generation the write carries, or with
+  /// the registry's refusal (errc::session_deleted, errc::handle_superseded,
+  /// errc::handle_gone) or the read's error.
   parked_requests<caf::typed_response_promise<session_handle_actor, uint64_t>>
     resolves{"the session persister"};
+  /// Clients' `stats`, waiting for every I/O actor's groups and fsyncs:
+  /// answered once the last one answered (one that fails counts nothing).
   parked_requests<caf::typed_response_promise<session_persister_stats>> stats_asks{
     "the session persister"};
-  /// What waits for storage's generation of a session, by session.
+
+  /// What waits for storage's generation of a session, by session: one read
+  /// through the session's I/O actor serves all of it.
   std::unordered_map<std::string, std::vector<std::function<void(caf::error)>>>
     generation_loads;
+  /// The counters `stats` answers; `active_writers`, `failed_sessions`,
+  /// `groups` and `fsyncs` are filled in when asked.
   session_persister_stats stats;
 };
 
 using persister_pointer
-  = session_persister_actor::stateful_pointer<persister_state>;
+  = session_persister_full_actor::stateful_pointer<persister_state>;
 
 caf::actor_addr address_of(const session_handle_actor& handle) {
   return caf::actor_cast<caf::actor_addr>(handle);
@@ -577,9 +210,8 @@ const session_writer_actor& writer_for(persister_pointer self,
   auto& st = self->state;
   auto i = st.writers.find(session);
   if (i == st.writers.end()) {
-    auto writer = self->spawn<caf::linked>(
-      session_writer, session, caf::actor_cast<session_persister_actor>(self),
-      io_for(self, session), st.options);
+    auto writer = spawn_session_writer(self, session, io_for(self, session),
+                                       st.options);
     i = st.writers.emplace(session, writer_entry{std::move(writer), 0}).first;
   }
   ++i->second.sent;
@@ -856,8 +488,10 @@ bool on_retire(persister_pointer self, const std::string& session,
   return true;
 }
 
-caf::result<session_lease> on_exclusive(persister_pointer self,
-                                        const std::string& session) {
+/// The persister's `exclusive`: issues a lease id for the session and
+/// delegates to its writer, which answers when the lease is granted.
+caf::result<session_lease> persister_issue_lease(persister_pointer self,
+                                                 const std::string& session) {
   auto& st = self->state;
   if (auto err = check_session(session))
     return err;
@@ -867,7 +501,10 @@ caf::result<session_lease> on_exclusive(persister_pointer self,
                         lease);
 }
 
-caf::result<ok_atom> on_release(persister_pointer self, session_lease lease) {
+/// The persister's `release`: forgets the lease and delegates to the
+/// session's writer, if it still has one.
+caf::result<ok_atom> persister_forward_release(persister_pointer self,
+                                               session_lease lease) {
   auto& st = self->state;
   auto i = st.leases.find(lease.id);
   if (i == st.leases.end())
@@ -900,7 +537,7 @@ void set_handlers(persister_pointer self) {
   });
 }
 
-session_persister_actor::behavior_type
+session_persister_full_actor::behavior_type
 session_persister(persister_pointer self, std::vector<session_io_actor> io,
                   session_persister_options options) {
   self->state.io = std::move(io);
@@ -948,10 +585,10 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
       return on_flush_all(self, limit);
     },
     [self](exclusive_atom, const std::string& session) {
-      return on_exclusive(self, session);
+      return persister_issue_lease(self, session);
     },
     [self](release_atom, session_lease lease) {
-      return on_release(self, lease);
+      return persister_forward_release(self, lease);
     },
     [self](stats_atom) { return on_stats(self); },
     [self](resolve_atom, const std::string& session,
@@ -970,8 +607,7 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
   };
 }
 
-} // namespace
-
+/// Spawns the persister (scheduled) over the given I/O actors.
 session_persister_actor
 spawn_session_persister(caf::actor_system& sys,
                         std::vector<session_io_actor> io,
@@ -979,14 +615,27 @@ spawn_session_persister(caf::actor_system& sys,
   return sys.spawn(session_persister, std::move(io), options);
 }
 
+/// The I/O actors as the caller of the persister holds them: only to stop
+/// them and wait for them.
+std::vector<caf::actor> untyped(const std::vector<session_io_actor>& io) {
+  std::vector<caf::actor> result;
+  for (const auto& x : io)
+    result.push_back(caf::actor_cast<caf::actor>(x));
+  return result;
+}
+
+} // namespace
+
 session_persister_actors spawn_session_persister_actors(caf::actor_system& sys,
                                           std::shared_ptr<storage::database> db,
                                           session_persister_options options) {
-  session_persister_actors service;
+  std::vector<session_io_actor> io;
   for (std::size_t i = 0; i < std::max<std::size_t>(options.io_workers, 1);
        ++i)
-    service.io.push_back(sys.spawn<caf::detached>(session_io_worker, db));
-  service.persister = spawn_session_persister(sys, service.io, options);
+    io.push_back(spawn_detached_session_io_worker(sys, db));
+  session_persister_actors service;
+  service.io = untyped(io);
+  service.persister = spawn_session_persister(sys, std::move(io), options);
   return service;
 }
 
@@ -994,11 +643,13 @@ session_persister_actors
 spawn_persister_service_scheduled(caf::actor_system& sys,
                                   std::shared_ptr<storage::database> db,
                                   session_persister_options options) {
-  session_persister_actors service;
+  std::vector<session_io_actor> io;
   for (std::size_t i = 0; i < std::max<std::size_t>(options.io_workers, 1);
        ++i)
-    service.io.push_back(sys.spawn(session_io_worker, db));
-  service.persister = spawn_session_persister(sys, service.io, options);
+    io.push_back(spawn_scheduled_session_io_worker(sys, db));
+  session_persister_actors service;
+  service.io = untyped(io);
+  service.persister = spawn_session_persister(sys, std::move(io), options);
   return service;
 }
 

@@ -6,15 +6,16 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
-#include <caf/replies_to.hpp>
 #include <caf/timespan.hpp>
-#include <caf/typed_actor.hpp>
 
-#include <coalesce/messages/atoms.hpp>
 #include <coalesce/messages/session.hpp>
 #include <coalesce/messages/session_persister_interface.hpp>
-#include <coalesce/storage/session_store.hpp>
+
+namespace coalesce::storage {
+class database;
+} // namespace coalesce::storage
 
 /// The session persister: applications keep live sessions in memory and ask
 /// it to make them durable.
@@ -68,14 +69,6 @@
 /// `synced` a power loss.
 namespace coalesce {
 
-// What the persister, its writers and its I/O actors say to each other.
-using resolve_atom = caf::atom_constant<caf::atom("resolve")>;
-using written_atom = caf::atom_constant<caf::atom("written")>;
-using retire_atom = caf::atom_constant<caf::atom("retire")>;
-using barrier_atom = caf::atom_constant<caf::atom("barrier")>;
-using erase_atom = caf::atom_constant<caf::atom("erase")>;
-using stored_generation_atom = caf::atom_constant<caf::atom("storedgen")>;
-
 struct session_persister_options {
   /// Largest snapshot blob, in bytes (16 MiB).
   std::size_t max_blob = 16 * 1024 * 1024;
@@ -94,86 +87,17 @@ struct session_persister_options {
   std::string validate(const std::string& group = "coalesce") const;
 };
 
-/// A session I/O actor: blocking RocksDB calls, through guarded_write.
-///
-/// Group commit: a write is not written when it arrives but appended to
-/// the pending group; the first write of a group sends the actor `commit`,
-/// which lands behind every message that already arrived, so a group is
-/// everything that reached the actor while the previous group was written.
-/// A group is one WriteBatch and one fsync; each write in it is checked
-/// against its session's stored generation on its own (a stale one fails
-/// alone), and a failure of the batch fails every write it carried. An
-/// erase, a load or a generation read first commits the pending group, so
-/// they see every write that arrived before them.
-///
-/// Fencing holds because the persister sends every call of one session to
-/// the same I/O actor, and an actor handles one message at a time: the
-/// check of a session's stored generation and the write after it never
-/// race with another write of that session.
-using session_io_actor = caf::typed_actor<
-  caf::replies_to<write_atom, storage::session_write>::with<ok_atom>,
-  caf::reacts_to<commit_atom>,
-  /// Erases the session, leaving a tombstone of the given generation.
-  caf::replies_to<erase_atom, std::string, uint64_t>::with<ok_atom>,
-  caf::replies_to<load_atom, std::string>::with<session_record>,
-  /// Whether anything is stored for the session, and its generation.
-  caf::replies_to<stored_generation_atom, std::string>::with<bool, uint64_t>,
-  /// Groups written and fsyncs issued so far.
-  caf::replies_to<stats_atom>::with<uint64_t, uint64_t>>;
-
-struct session_io_state;
-
-session_io_actor::behavior_type
-session_io_worker(session_io_actor::stateful_pointer<session_io_state> self,
-                  std::shared_ptr<storage::database> db);
-
-/// What a writer tells the persister after each job.
-struct write_report {
-  /// Storage was asked to write (so `ok` decides the failed state).
-  bool attempted = false;
-  bool ok = false;
-  /// The session was erased.
-  bool erased = false;
-  /// The handle the write was made from.
-  session_handle_actor source;
-  /// Persist requests answered by this job.
-  uint64_t settled = 0;
-  uint64_t rows = 0;
-  uint64_t removed = 0;
-  bool snapshot_asked = false;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, write_report& x) {
-  return f(x.attempted, x.ok, x.erased, x.source, x.settled, x.rows,
-           x.removed, x.snapshot_asked);
-}
-
-/// The persister: the client interface plus what its writers tell it.
-using session_persister_actor = session_persister_interface::extend<
-  /// A writer's question when a write starts: where to write from, and
-  /// the generation the write carries.
-  caf::replies_to<resolve_atom, std::string, session_handle_actor>::with<
-    session_handle_actor, uint64_t>,
-  caf::reacts_to<written_atom, std::string, write_report>,
-  /// A writer with nothing to do: may it go (after `received` messages)?
-  caf::replies_to<retire_atom, std::string, uint64_t>::with<bool>,
-  /// A writer released a lease because its holder died.
-  caf::reacts_to<release_atom, std::string, session_lease>,
-  /// The deadline of flush N passed.
-  caf::reacts_to<caf::timeout_atom, uint64_t>>;
-
-/// Spawns the persister (scheduled) over the given I/O actors. Tests pass
-/// I/O actors spawned as scheduled actors, for the test coordinator.
-session_persister_actor
-spawn_session_persister(caf::actor_system& sys,
-                        std::vector<session_io_actor> io,
-                        session_persister_options options);
+/// The persister as its callers hold it: everything a client may send it
+/// (session_persister_interface.hpp). What its own actors say to each other
+/// is internal (session_persister_protocol.hpp, not installed).
+using session_persister_actor = session_persister_interface;
 
 /// The persister with its I/O actors, as production runs them.
 struct session_persister_actors {
   session_persister_actor persister;
-  std::vector<session_io_actor> io;
+  /// The I/O actors, for their owner to stop after the persister and wait
+  /// for; untyped because only the persister and its writers talk to them.
+  std::vector<caf::actor> io;
 };
 
 /// Spawns `options.io_workers` detached I/O actors over `db` and the
@@ -182,7 +106,8 @@ session_persister_actors spawn_session_persister_actors(caf::actor_system& sys,
                                           std::shared_ptr<storage::database> db,
                                           session_persister_options options);
 
-/// The same with the I/O actors scheduled (tests).
+/// The same with the I/O actors scheduled (tests), so that the test
+/// coordinator decides when each runs.
 session_persister_actors
 spawn_persister_service_scheduled(caf::actor_system& sys,
                                   std::shared_ptr<storage::database> db,

@@ -4,20 +4,15 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor_system_config.hpp>
-
-#include <coalesce/messages/registration.hpp>
 #include <coalesce/messages/secret_entry.hpp>
 
-namespace coalesce::test {
+// Only for the suites that still reach test_config through this header
+// (tests/node/bad_requests.cpp); a suite includes test_config.hpp itself.
+#include "test_config.hpp"
 
-/// The config every test system uses: coalesce's types registered as a node
-/// registers them.
-struct test_config : caf::actor_system_config {
-  test_config() {
-    register_message_types(*this);
-  }
-};
+/// Secrets for the suites of the secret buffer and its storage: one chat,
+/// fixed senders, secrets filled with one byte.
+namespace coalesce::test {
 
 /// The seed's test entry: chat "g@g.us", a 32-byte secret filled with
 /// `fill`, never expiring, message time 7.

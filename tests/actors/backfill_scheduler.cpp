@@ -10,8 +10,8 @@
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/fault_injection.hpp>
 
-#include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;
@@ -639,7 +639,7 @@ CAF_TEST(stats count queued running joins and finished runs) {
   CAF_CHECK_EQUAL(finished_count(st, stop_reason::no_data_available), 1u);
 }
 
-// -- item 4: rules of the README, each checked where it can break -------------
+// -- the guarantees of docs/backfill-scheduler.md, each where it can break ----
 
 /// The batch limit is checked last: a last allowed batch that also meets the
 /// stop condition, reaches the start or comes back empty ends with that.
@@ -771,7 +771,7 @@ CAF_TEST(a normal priority cap bounds the normal runs only) {
                   (std::vector<std::string>{"!l1", "!h1", "!n2"}));
 }
 
-// -- item 3: the fresh run behind a cancelled one ------------------------------
+// -- a fresh run behind a cancelled one ---------------------------------------
 
 /// A request for a key whose run was cancelled at the pager waits for that
 /// run to end: it holds a place in the queue like any other waiting run.
@@ -824,7 +824,7 @@ CAF_TEST(a fresh run cancelled before its room frees never paginates) {
   CAF_CHECK_EQUAL(finished(later).reason, stop_reason::reached_timeline_start);
 }
 
-// -- item 2: memory -----------------------------------------------------------------
+// -- memory -------------------------------------------------------------------
 
 std::size_t bytes_of(const std::vector<timeline_event>& events) {
   std::size_t result = 0;
@@ -935,7 +935,7 @@ CAF_TEST(finished results beyond the budget are forgotten oldest first) {
 CAF_TEST_FIXTURE_SCOPE_END()
 
 
-// -- item 1: the room's position and the pages nobody received ----------------
+// -- the room's position and the pages nobody received ------------------------
 
 namespace {
 

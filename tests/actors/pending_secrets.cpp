@@ -265,9 +265,11 @@ CAF_TEST(a failed batch keeps everything pending) {
   CAF_CHECK_EQUAL(retry[1].entry.msg_id, "B");
 }
 
-/// Issue 9, item 5. Limit 1: P0 fills the slot, A holds K (older), B holds K
-/// (newer) and dies. B's capture is newer, so it must be applied after A's
-/// whenever A is admitted: the value last written for K is B's.
+/// Captures of one key land in their order even when the newer one's
+/// producer dies first (the actor's version is in actors.secret_buffer).
+/// Limit 1: P0 fills the slot, A holds K (older), B holds K (newer) and
+/// dies. B's capture is newer, so it must be applied after A's whenever A
+/// is admitted: the value last written for K is B's.
 CAF_TEST(a dead producers capture of a key held earlier is applied after it) {
   pending_secrets pending{1};
   CAF_CHECK(!pending.queue(1, captures({make_entry("M0", 0)})).answer_now);
@@ -370,11 +372,11 @@ bool documented_difference(const std::vector<secret_write>& run,
 
 } // namespace
 
-/// Issue 9, item 7: the buffer writes one coalesced capture per key where
-/// sequential writes would have written each capture in turn. Over random
-/// runs of captures (times out of order included) on random stored rows, the
-/// row RocksDB ends with must be the same both ways, but for the one
-/// documented difference.
+/// Coalescing leaves the stored row sequential writes would leave: the
+/// buffer writes one coalesced capture per key where sequential writes would
+/// have written each capture in turn. Over random runs of captures (times
+/// out of order included) on random stored rows, the row RocksDB ends with
+/// must be the same both ways, but for the one documented difference.
 CAF_TEST(coalescing then writing equals writing each capture in turn) {
   temp_dir dir;
   auto opened = storage::database::open({dir.sub("db"),

@@ -14,8 +14,8 @@
 #include <coalesce/storage/database.hpp>
 
 #include "mailbox.hpp"
-#include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;

@@ -16,6 +16,7 @@
 #include "mailbox.hpp"
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;
@@ -287,11 +288,11 @@ CAF_TEST(a pending capture past its expiry answers through the stored row) {
   CAF_CHECK_EQUAL(next_reply<secret_lookup>(sys, self), found(0x22));
 }
 
-/// Issue 9, item 6: a lookup arrives while a capture with an unknown message
-/// time is pending, so it reads RocksDB; before the reader answers, a newer
-/// capture of the key is queued and written. The answer must be a state the
-/// key had (here the newest), never the older pending secret combined with
-/// the newer row's message time.
+/// A lookup answers a state the key had. It arrives while a capture with an
+/// unknown message time is pending, so it reads RocksDB; before the reader
+/// answers, a newer capture of the key is queued and written. The answer
+/// must be a state the key had (here the newest), never the older pending
+/// secret combined with the newer row's message time.
 CAF_TEST(a lookup never mixes its arrival state with a newer stored row) {
   start();
   auto base = make_entry("P", 0x11);
@@ -574,8 +575,10 @@ CAF_TEST(a producer that dies while waiting has its entries buffered) {
   CAF_CHECK(stored_as("M2", 0x22, "b@s.whatsapp.net"));
 }
 
-/// Issue 9, item 5, through the actor: limit 1, a filler takes the slot, A
-/// holds K (older), B holds K (newer) and dies. B's capture must be the one
+/// Captures of one key land in their order even when the newer one's
+/// producer dies first, through the actor (the decision alone is in
+/// actors.pending_secrets): limit 1, a filler takes the slot, A holds K
+/// (older), B holds K (newer) and dies. B's capture must be the one
 /// readable and the one that lands.
 CAF_TEST(a dead producers newer capture is not overtaken by an older held one) {
   start(1);

@@ -15,6 +15,7 @@
 
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;

@@ -16,8 +16,8 @@
 #include <coalesce/storage/timeline.hpp>
 
 #include "mailbox.hpp"
-#include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;

@@ -16,15 +16,17 @@
 #include <caf/config_option_adder.hpp>
 #include <caf/config_option_set.hpp>
 
+#include <coalesce/actors/session_persister_protocol.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/fault_injection.hpp>
 #include <coalesce/storage/session_store.hpp>
 
+#include "error_codes.hpp"
 #include "mailbox.hpp"
-#include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;
@@ -92,14 +94,6 @@ behavior wrong_handle() {
   return {[](snapshot_atom) { return 42; }};
 }
 
-uint8_t code_of(const error& err) {
-  return err.category() == errc_category ? err.code() : 0;
-}
-
-constexpr uint8_t code(errc x) {
-  return static_cast<uint8_t>(x);
-}
-
 /// A persister over a real RocksDB in a fresh directory (through the fault
 /// seam, all switches off), its I/O actors scheduled so the test
 /// coordinator decides every step.
@@ -147,6 +141,11 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     CAF_REQUIRE(opened.engaged());
     db = std::move(*opened);
     start(options);
+  }
+
+  /// The first I/O actor, typed, for the tests that talk to it directly.
+  session_io_actor first_io() const {
+    return actor_cast<session_io_actor>(service.io.front());
   }
 
   session_handle_actor spawn_handle(std::string blob) {
@@ -283,7 +282,7 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
 
 CAF_TEST_FIXTURE_SCOPE(session_persister_tests, persister_fixture)
 
-// -- 1 -----------------------------------------------------------------------
+// -- coalescing: many persists, one write, the newest state last --------------
 
 CAF_TEST(queued persists coalesce into one write that lands the newest state) {
   start();
@@ -333,7 +332,7 @@ CAF_TEST(queued persists coalesce into one write that lands the newest state) {
   CAF_CHECK_EQUAL(stored_rows("s").size(), K + 2u);
 }
 
-// -- 2 -----------------------------------------------------------------------
+// -- removals -----------------------------------------------------------------
 
 CAF_TEST(a removal cancels a queued row and is passed on to storage) {
   start();
@@ -356,7 +355,7 @@ CAF_TEST(a removal cancels a queued row and is passed on to storage) {
   CAF_CHECK_EQUAL(counters.rows_removed, 2u); // doomed and old passed on
 }
 
-// -- 3 -----------------------------------------------------------------------
+// -- deletes ------------------------------------------------------------------
 
 CAF_TEST(a delete drops queued persists waits for the running write and refuses later ones) {
   start();
@@ -400,8 +399,6 @@ CAF_TEST(a delete drops queued persists waits for the running write and refuses 
   CAF_CHECK_EQUAL(stats().failed_sessions, 0u);
 }
 
-// -- 4 -----------------------------------------------------------------------
-
 CAF_TEST(a persist of a session re-created during its delete is written after the delete) {
   start();
   auto old = spawn_handle("old");
@@ -427,8 +424,6 @@ CAF_TEST(a persist of a session re-created during its delete is written after th
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1"}));
 }
 
-// -- 5 -----------------------------------------------------------------------
-
 CAF_TEST(a live unregistered handle named by a delete is tombstoned) {
   start();
   auto h = spawn_handle("b");
@@ -442,7 +437,7 @@ CAF_TEST(a live unregistered handle named by a delete is tombstoned) {
   CAF_CHECK_EQUAL(stats().writes, 0u);
 }
 
-// -- 6 -----------------------------------------------------------------------
+// -- superseded and dead handles ----------------------------------------------
 
 CAF_TEST(a superseded handle writes the newest live state or is refused) {
   start();
@@ -477,7 +472,7 @@ CAF_TEST(a persist whose handle died is written from the newest live handle or a
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
 
-// -- 7 -----------------------------------------------------------------------
+// -- failed writes and flush all ----------------------------------------------
 
 CAF_TEST(a failed write is tracked and retried by the next write and by flush all) {
   start();
@@ -524,7 +519,7 @@ CAF_TEST(flush all answers the sessions not written when its limit passes) {
   CAF_CHECK_EQUAL(stored_rows("a"), (ids{"u0"}));
 }
 
-// -- 8 -----------------------------------------------------------------------
+// -- wait idle ----------------------------------------------------------------
 
 CAF_TEST(wait idle answers once the queued writes are done and at once when nothing is queued) {
   start();
@@ -551,7 +546,7 @@ CAF_TEST(wait idle answers once the queued writes are done and at once when noth
   CAF_CHECK(!unflushed("s"));
 }
 
-// -- 9 -----------------------------------------------------------------------
+// -- leases -------------------------------------------------------------------
 
 CAF_TEST(exclusive answers a lease after the queued persists and holds later writes until release) {
   start();
@@ -597,7 +592,7 @@ CAF_TEST(the death of a lease holder releases its lease) {
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
 
-// -- 10 ----------------------------------------------------------------------
+// -- load and unflushed -------------------------------------------------------
 
 CAF_TEST(load and has unflushed are messages and load of an unknown session is not found) {
   start();
@@ -619,7 +614,7 @@ CAF_TEST(load and has unflushed are messages and load of an unknown session is n
   CAF_CHECK(record.updates[1] == row("u1", 5));
 }
 
-// -- 11 ----------------------------------------------------------------------
+// -- bad input and bad snapshots ----------------------------------------------
 
 CAF_TEST(bad input gets a clear error and changes nothing) {
   session_persister_options options;
@@ -679,7 +674,7 @@ CAF_TEST(a handle that does not answer within the snapshot timeout fails the wri
   state_of(h).held.clear();
 }
 
-// -- 12 ----------------------------------------------------------------------
+// -- stats --------------------------------------------------------------------
 
 CAF_TEST(stats count writers queued requests writes rows failures and snapshots) {
   start();
@@ -726,13 +721,13 @@ CAF_TEST(requests parked when the persister stops are answered) {
   state_of(h).held.clear();
 }
 
-// -- store-side fencing (issue 12) --------------------------------------------
+// -- store-side fencing -------------------------------------------------------
 
 CAF_TEST(a forced stale write is refused in storage) {
   start();
   CAF_REQUIRE(!storage::save_session(*db, {"s", "gen 5", {row("u0")}, {}, 5}));
   storage::session_write stale{"s", "stale", {row("u1")}, {"u0"}, 4};
-  self->request(service.io.front(), infinite, write_atom::value, stale);
+  self->request(first_io(), infinite, write_atom::value, stale);
   sched.run();
   CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stale_generation));
   CAF_CHECK_EQUAL(stored_blob("s"), "gen 5");
@@ -748,7 +743,7 @@ CAF_TEST(a delete then a stale write is refused) {
             == ok_atom::value);
   // A write from before the delete, reaching storage after it.
   storage::session_write stale{"s", "before", {row("u1")}, {}, generation};
-  self->request(service.io.front(), infinite, write_atom::value, stale);
+  self->request(first_io(), infinite, write_atom::value, stale);
   sched.run();
   CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::stale_generation));
   CAF_CHECK(!stored("s"));
@@ -790,7 +785,7 @@ CAF_TEST(a restart then a register then a write succeeds) {
   CAF_CHECK(generation_in_storage("t") == std::optional<uint64_t>{10});
 }
 
-// -- group commit (issue 12) --------------------------------------------------
+// -- group commit -------------------------------------------------------------
 
 CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one group) {
   session_persister_options options;
@@ -803,7 +798,7 @@ CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one gr
   for (int i = 0; i < n; ++i)
     send_persist(self, "s" + std::to_string(i), handles[i],
                  {row("u" + std::to_string(i))});
-  run_all_but(service.io.front());
+  run_all_but(first_io());
   CAF_CHECK(!answered(self)); // every write waits at the I/O actor
   sched.run();
   for (int i = 0; i < n; ++i)
@@ -827,7 +822,7 @@ CAF_TEST(a failure of one group fails every session in it and each is retried) {
   for (int i = 0; i < n; ++i)
     send_persist(self, "s" + std::to_string(i), handles[i],
                  {row("u" + std::to_string(i))});
-  run_all_but(service.io.front());
+  run_all_but(first_io());
   faults->wal_append = true;
   sched.run();
   faults->clear();
@@ -852,7 +847,7 @@ CAF_TEST(a stale session in a group fails alone and the others commit) {
   options.io_workers = 1;
   start(options);
   CAF_REQUIRE(!storage::save_session(*db, {"old", "gen 5", {}, {}, 5}));
-  auto& io = service.io.front();
+  auto io = first_io();
   self->request(io, infinite, write_atom::value,
                 storage::session_write{"a", "blob a", {row("u0")}, {}, 0});
   self->request(io, infinite, write_atom::value,

@@ -5,7 +5,8 @@
 
 #include <coalesce/messages/errc.hpp>
 
-#include "secret_fixtures.hpp"
+#include "error_codes.hpp"
+#include "test_config.hpp"
 
 using namespace caf;
 using namespace coalesce;
@@ -15,14 +16,6 @@ namespace {
 
 session_handle_actor::behavior_type idle_handle() {
   return {[](snapshot_atom) { return std::string{}; }};
-}
-
-uint8_t code_of(const error& err) {
-  return err.category() == errc_category ? err.code() : 0;
-}
-
-constexpr uint8_t code(errc x) {
-  return static_cast<uint8_t>(x);
 }
 
 /// The registry only compares handles; the actors never run.

@@ -120,10 +120,11 @@ std::optional<secret_write> apply_on(const std::optional<secret_write>& row,
 
 } // namespace
 
-/// Issue 9, item 7, on the functions alone (the RocksDB version is in
-/// actors.pending_secrets): over random runs of captures and random rows, a
-/// coalesced run applied once leaves the row the run applied in turn leaves,
-/// but for the documented case; and applying it twice equals once.
+/// Coalescing leaves the row sequential writes would leave, on the functions
+/// alone (the RocksDB version is in actors.pending_secrets): over random
+/// runs of captures and random rows, a coalesced run applied once leaves the
+/// row the run applied in turn leaves, but for the documented case; and
+/// applying it twice equals once.
 CAF_TEST(a coalesced run merges like sequential writes on any row) {
   constexpr uint32_t seed = 0x5eed0007;
   constexpr int cases = 200000;

@@ -12,6 +12,7 @@
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/fault_injection.hpp>
 
+#include "error_codes.hpp"
 #include "temp_dir.hpp"
 
 using namespace coalesce;
@@ -19,10 +20,6 @@ using namespace coalesce::storage;
 using namespace coalesce::test;
 
 namespace {
-
-uint8_t code_of(const caf::error& err) {
-  return err.category() == errc_category ? err.code() : 0;
-}
 
 session_update row(const std::string& id, int64_t timestamp) {
   return session_update{id, timestamp, "note", "payload of " + id};

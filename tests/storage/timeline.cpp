@@ -16,8 +16,9 @@
 #include <coalesce/storage/families.hpp>
 #include <coalesce/storage/timeline_codec.hpp>
 
-#include "secret_fixtures.hpp"
+#include "error_codes.hpp"
 #include "temp_dir.hpp"
+#include "test_config.hpp"
 
 using namespace coalesce;
 using namespace coalesce::storage;
@@ -48,10 +49,6 @@ std::vector<std::string> ids_of(const timeline_page& page) {
 }
 
 using ids = std::vector<std::string>;
-
-uint8_t code_of(const caf::error& err) {
-  return err.category() == errc_category ? err.code() : 0;
-}
 
 constexpr uint8_t invalid_request_code
   = static_cast<uint8_t>(errc::invalid_request);

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include <coalesce/actors/session_persister_protocol.hpp>
+
+/// The session persister's I/O actor (`session_io_actor`): every blocking
+/// RocksDB call of the persister, through guarded_write. Internal: only the
+/// persister spawns it and talks to it, and its writers.
+///
+/// Group commit: a write is not written when it arrives but appended to
+/// the pending group; the first write of a group sends the actor `commit`,
+/// which lands behind every message that already arrived, so a group is
+/// everything that reached the actor while the previous group was written.
+/// A group is one WriteBatch and one fsync; each write in it is checked
+/// against its session's stored generation on its own (a stale one fails
+/// alone), and a failure of the batch fails every write it carried. An
+/// erase, a load or a generation read first commits the pending group, so
+/// they see every write that arrived before them.
+///
+/// Fencing holds because the persister sends every call of one session to
+/// the same I/O actor, and an actor handles one message at a time: the
+/// check of a session's stored generation and the write after it never
+/// race with another write of that session.
+///
+/// Failure: a failed write or erase is answered with its error (storage's,
+/// or while the database recovers from a fault the recovery's, see
+/// guarded_write.hpp), a failed load or generation read with storage's.
+/// Nothing is retried here: the writer keeps a failed write's rows and
+/// retries them.
+///
+/// Shutdown: the owner of the persister stops the I/O actors after it.
+/// Writes of a group not yet committed are answered with
+/// errc::stopped_before_answer, unwritten.
+namespace coalesce {
+
+/// Spawns an I/O actor over `db` on its own thread (`caf::detached`), as
+/// production runs it: its blocking calls never hold up CAF's scheduler.
+session_io_actor
+spawn_detached_session_io_worker(caf::actor_system& sys,
+                                 std::shared_ptr<storage::database> db);
+
+/// The same as an ordinary scheduled actor, so that the test coordinator
+/// decides when it runs.
+session_io_actor
+spawn_scheduled_session_io_worker(caf::actor_system& sys,
+                                  std::shared_ptr<storage::database> db);
+
+} // namespace coalesce

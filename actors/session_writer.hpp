@@ -1,0 +1,47 @@
+#pragma once
+
+#include <string>
+
+#include <coalesce/actors/session_persister.hpp>
+#include <coalesce/actors/session_persister_protocol.hpp>
+
+/// The writer of one session (`session_writer_actor`): runs the session's
+/// queue (session_queue.hpp), one job at a time, in arrival order.
+/// Internal: the persister spawns one per session with work and is the only
+/// actor that talks to it.
+///
+/// - A write asks the persister where to write from (`resolve`), asks that
+///   handle for its snapshot, and hands the snapshot and the merged rows to
+///   the session's I/O actor. Persists that arrive meanwhile merge into the
+///   queued write at the tail, so writes of one session never overlap and
+///   the newest state lands last.
+/// - A delete answers the queued persists with errc::session_deleted, drops
+///   the rows a failed write kept, and queues an erase behind the running
+///   job. A lease is granted when its job starts (every job queued before
+///   it is done) and held, holding up every later job, until it is
+///   released or its holder dies. A barrier is answered with the result of
+///   the write before it.
+/// - After each job it tells the persister what happened (`written`, a
+///   `write_report`). It never blocks: every call is an asynchronous
+///   request.
+///
+/// Failure: a write that failed (storage, a snapshot refused, late, not a
+/// string or over `max_blob`) answers its persists with the error and keeps
+/// its rows for the session's next write. An error from `resolve` answers
+/// the persists and keeps nothing: the persister refused the source.
+///
+/// Retirement and shutdown: idle (nothing queued, running, kept or held),
+/// it asks the persister `retire` and stops when told yes (see
+/// session_persister_protocol.hpp). It is linked to the persister, so a
+/// stop of the persister for any reason but `normal` stops it too; requests
+/// it parked are then answered with errc::stopped_before_answer.
+namespace coalesce {
+
+/// Spawns the writer of `session`, linked to `persister` (the calling
+/// actor), writing through `io`, the session's I/O actor.
+session_writer_actor
+spawn_session_writer(session_persister_full_actor::pointer persister,
+                     std::string session, session_io_actor io,
+                     const session_persister_options& options);
+
+} // namespace coalesce
