@@ -640,7 +640,7 @@ session_persister_actors spawn_session_persister_actors(caf::actor_system& sys,
 }
 
 session_persister_actors
-spawn_persister_service_scheduled(caf::actor_system& sys,
+spawn_session_persister_actors_scheduled(caf::actor_system& sys,
                                   std::shared_ptr<storage::database> db,
                                   session_persister_options options) {
   std::vector<session_io_actor> io;

@@ -62,7 +62,7 @@ class database;
 ///   continue from the stored generation plus one.
 /// - Group commit: each I/O actor writes everything that reached it while
 ///   it wrote the previous group as one WriteBatch with one fsync (see
-///   session_io_actor); `stats` counts groups and fsyncs.
+///   session_io_worker.hpp); `stats` counts groups and fsyncs.
 ///
 /// What a crash can lose: queued persists whose callers were not answered.
 /// An answered persist survives a process crash, and with durability
@@ -102,15 +102,16 @@ struct session_persister_actors {
 
 /// Spawns `options.io_workers` detached I/O actors over `db` and the
 /// persister on top. The caller stops the I/O actors after the persister.
-session_persister_actors spawn_session_persister_actors(caf::actor_system& sys,
-                                          std::shared_ptr<storage::database> db,
-                                          session_persister_options options);
+session_persister_actors
+spawn_session_persister_actors(caf::actor_system& sys,
+                               std::shared_ptr<storage::database> db,
+                               session_persister_options options);
 
 /// The same with the I/O actors scheduled (tests), so that the test
 /// coordinator decides when each runs.
 session_persister_actors
-spawn_persister_service_scheduled(caf::actor_system& sys,
-                                  std::shared_ptr<storage::database> db,
-                                  session_persister_options options);
+spawn_session_persister_actors_scheduled(caf::actor_system& sys,
+                                         std::shared_ptr<storage::database> db,
+                                         session_persister_options options);
 
 } // namespace coalesce

@@ -121,7 +121,7 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
   }
 
   void start(session_persister_options options = {}) {
-    service = spawn_persister_service_scheduled(sys, db, options);
+    service = spawn_session_persister_actors_scheduled(sys, db, options);
     persister = service.persister;
     sched.run();
   }
