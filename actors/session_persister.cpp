@@ -641,8 +641,8 @@ session_persister_actors spawn_session_persister_actors(caf::actor_system& sys,
 
 session_persister_actors
 spawn_session_persister_actors_scheduled(caf::actor_system& sys,
-                                  std::shared_ptr<storage::database> db,
-                                  session_persister_options options) {
+                                         std::shared_ptr<storage::database> db,
+                                         session_persister_options options) {
   std::vector<session_io_actor> io;
   for (std::size_t i = 0; i < std::max<std::size_t>(options.io_workers, 1);
        ++i)
