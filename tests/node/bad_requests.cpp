@@ -326,6 +326,13 @@ std::vector<bad_request> secret_rows(mode from) {
                                  ? ""
                                  : "not read back as queued";
                       })));
+  rows.push_back(fine("flush: no deadline (ok once what is queued is "
+                      "durable)",
+                      s,
+                      [](scoped_actor& self, const node_actor& node) {
+                        return ask(self, node, flush_atom::value);
+                      },
+                      answered_ok()));
   rows.push_back(refused("flush: a negative deadline", s,
                          [](scoped_actor& self, const node_actor& node) {
                            return ask(self, node, flush_atom::value,
