@@ -46,16 +46,6 @@ std::pair<std::string, double> with_base_unit(const std::string& name) {
   return {name, 1.0};
 }
 
-/// The label of a vector indexed by an enum, by the function naming its
-/// indexes.
-std::string label_name(std::string (*index_name)(std::size_t)) {
-  if (index_name == &priority_name)
-    return "priority";
-  if (index_name == &stop_reason_name)
-    return "reason";
-  return "index";
-}
-
 /// Whether `field`, a number field of `owner`, is one of the gauges that
 /// `owner`'s descriptor lists (`node_own_stats` for node_stats' own): by
 /// the field's address, not its name, so that no name can drift. Every
@@ -111,8 +101,7 @@ void add_metrics(std::vector<stats_metric>& out, const std::string& path_prefix,
     for (std::size_t i = 0; i < field.value.size(); ++i) {
       stats_metric::sample sample;
       if (field.index_name != nullptr)
-        sample.labels.emplace_back(label_name(field.index_name),
-                                   field.index_name(i));
+        sample.labels.emplace_back(field.index_label, field.index_name(i));
       else
         sample.labels.emplace_back("index", std::to_string(i));
       sample.value = as_number(field.value[i]) * factor;
