@@ -54,41 +54,40 @@ refuse_foreign_key(gateway_pointer self, Atom atom, const Args&... args) {
   return std::nullopt;
 }
 
-/// The handler that forwards one message signature of a service's
-/// interface: refuse while shutting down, otherwise delegate (the service
+/// The handler that forwards one request of `Service` (its verb `Atom`,
+/// its arguments `Args`, its answer `Outputs`): refuse while shutting down
+/// (unless its descriptor says otherwise), otherwise delegate (the service
 /// answers the caller directly and sees the caller as the requester).
-template <class Signature>
-struct forwarder;
-
-template <class Atom, class... Args, class... Outputs>
-struct forwarder<caf::typed_mpi<caf::detail::type_list<Atom, Args...>,
-                                caf::output_tuple<Outputs...>>> {
-  template <class Handle>
-  static auto make(gateway_pointer self, Handle service) {
-    return [self, service](Atom atom,
-                           Args&... args) -> caf::result<Outputs...> {
-      if (self->state.shutting_down && !served_while_shutting_down<Atom>)
-        return refuse(self);
-      if (!service)
-        return make_error(errc::invalid_request,
-                          "this node does not host that service");
-      if (auto refusal = refuse_foreign_key(self, atom, args...))
-        return std::move(*refusal);
-      return self->delegate(service, atom, std::move(args)...);
-    };
-  }
-};
-
-/// One forwarder per message of `Handle`'s interface, as a tuple.
-template <class Handle, class... Signatures>
-auto forwarders(gateway_pointer self, Handle service,
-                caf::detail::type_list<Signatures...>) {
-  return std::make_tuple(forwarder<Signatures>::make(self, service)...);
+template <class Service, class Handle, class Atom, class... Args,
+          class... Outputs>
+auto forwarder(gateway_pointer self, Handle service, type_list<Atom, Args...>,
+               type_list<Outputs...>) {
+  return [self, service](Atom atom, Args&... args) -> caf::result<Outputs...> {
+    if (self->state.shutting_down
+        && !served_while_shutting_down<Service, Atom>)
+      return refuse(self);
+    if (!service)
+      return make_error(errc::invalid_request,
+                        "this node does not host that service");
+    if (auto refusal = refuse_foreign_key(self, atom, args...))
+      return std::move(*refusal);
+    return self->delegate(service, atom, std::move(args)...);
+  };
 }
 
-template <class Handle>
-auto forwarders(gateway_pointer self, Handle service) {
-  return forwarders(self, service, typename Handle::signatures{});
+/// One forwarder per request of `Service`, as a tuple.
+template <class Service, class Handle, class... Signatures>
+auto forwarders(gateway_pointer self, const Handle& service,
+                type_list<Signatures...>) {
+  return std::make_tuple(forwarder<Service>(self, service,
+                                            inputs_of<Signatures>{},
+                                            outputs_of<Signatures>{})...);
+}
+
+template <class Service>
+auto forwarders(gateway_pointer self, Service) {
+  return forwarders<Service>(self, self->state.services.*Service::handle,
+                             signatures_in<typename Service::requests>{});
 }
 
 /// Asks every service for its stats and delivers `node_stats` once all have
@@ -103,36 +102,33 @@ public:
     // nop
   }
 
-  /// Requests the stats of the service of `entry`, into its member.
-  template <class Handle, class Stats>
-  void ask(service_entry<Handle, Stats node_stats::*> entry) {
-    if (!*entry.handle)
-      return; // not hosted here: its stats stay zero
-    using stats_source = caf::typed_actor<caf::replies_to<stats_atom>::with<
-      Stats>>;
-    ++state_->outstanding;
-    auto state = state_;
-    auto member = entry.stats;
-    self_->request(caf::actor_cast<stats_source>(*entry.handle), stats_timeout,
-                   stats_atom::value)
-      .then(
-        [state, member](Stats& answer) {
-          state->stats.*member = std::move(answer);
-          if (--state->outstanding == 0 && !state->failed)
-            state->promise.deliver(std::move(state->stats));
-        },
-        [state](caf::error& err) {
-          if (!state->failed) {
-            state->failed = true;
-            state->promise.deliver(std::move(err));
-          }
-        });
-  }
-
-  /// A service without stats of its own.
-  template <class Handle>
-  void ask(service_entry<Handle, std::nullptr_t>) {
-    // nop
+  /// Requests the stats of `Service`, into its member of `node_stats`.
+  template <class Service>
+  void ask(Service, const service_handles& services) {
+    if constexpr (has_stats<Service>) {
+      const auto& handle = services.*Service::handle;
+      if (!handle)
+        return; // not hosted here: its stats stay zero
+      using stats = stats_type_of<Service>;
+      using stats_source
+        = caf::typed_actor<caf::replies_to<stats_atom>::with<stats>>;
+      ++state_->outstanding;
+      auto state = state_;
+      self_->request(caf::actor_cast<stats_source>(handle), stats_timeout,
+                     stats_atom::value)
+        .then(
+          [state](stats& answer) {
+            state->stats.*Service::stats = std::move(answer);
+            if (--state->outstanding == 0 && !state->failed)
+              state->promise.deliver(std::move(state->stats));
+          },
+          [state](caf::error& err) {
+            if (!state->failed) {
+              state->failed = true;
+              state->promise.deliver(std::move(err));
+            }
+          });
+    }
   }
 
   /// Delivers at once when no service has stats.
@@ -153,6 +149,13 @@ private:
   std::shared_ptr<shared> state_;
 };
 
+template <class... Services>
+struct service_forwarders {
+  static auto make(gateway_pointer self) {
+    return std::tuple_cat(forwarders(self, Services{})...);
+  }
+};
+
 caf::result<node_stats> gather_stats(gateway_pointer self) {
   auto& st = self->state;
   node_stats stats;
@@ -163,8 +166,7 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
   stats.refused_requests = st.refused;
   auto promise = self->make_response_promise<node_stats>();
   stats_gathering gathering{self, std::move(stats), promise};
-  std::apply([&](auto... entries) { (gathering.ask(entries), ...); },
-             service_entries(st.services));
+  for_each_service([&](auto service) { gathering.ask(service, st.services); });
   gathering.finish();
   return promise;
 }
@@ -203,11 +205,7 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
   self->state.foreign_owner = std::move(foreign_owner);
   self->set_default_handler(refuse_unknown);
   auto handlers = std::tuple_cat(
-    std::apply(
-      [self](auto... entries) {
-        return std::tuple_cat(forwarders(self, *entries.handle)...);
-      },
-      service_entries(self->state.services)),
+    all_services::apply<service_forwarders>::make(self),
     std::make_tuple([self](stats_atom) { return gather_stats(self); },
                     [self](shutdown_atom) { return begin_shutdown(self); }));
   return std::apply(

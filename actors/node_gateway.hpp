@@ -14,8 +14,7 @@
 /// talk to the node's services through it, never to the services directly.
 ///
 /// - It forwards each request to the service that owns it, with one generic
-///   forwarder per service interface (every message of the interface, for
-///   every entry of `service_entries`); the service
+///   forwarder per request of every service of `all_services`; the service
 ///   answers the caller directly and sees the caller as the requester (so
 ///   the secret buffer monitors remote producers like local ones).
 /// - `shutdown`, accepted only from the gateway's own node, switches it to
@@ -35,11 +34,11 @@
 ///   decode (a field over its limit: it arrives empty), is answered
 ///   `errc::invalid_request` saying which.
 /// - `stats` gathers the counters of every service that has them (its
-///   entry names its member of `node_stats`) into one `node_stats`; each
-///   such service answers `stats` itself.
+///   descriptor names its member of `node_stats`) into one `node_stats`;
+///   each such service answers `stats` itself.
 ///
 /// Nothing here names a service: they are listed in
-/// coalesce/messages/node_interface.hpp.
+/// coalesce/messages/node_interface.hpp, each by its descriptor.
 namespace coalesce {
 
 // node_actor: coalesce/messages/node_interface.hpp.

@@ -36,6 +36,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -129,6 +130,43 @@ constexpr std::array<op_kind, 10> op_pattern{
 enum service : std::size_t { secrets = 0, sessions = 1, backfill = 2 };
 constexpr std::array<const char*, 3> service_names{"secrets", "sessions",
                                                    "backfill"};
+
+// Which load of the soak each service of the node gets, by the group of the
+// summary its requests count under. Every service of `all_services` is
+// named here (checked below), so that a new service joins the soak, or says
+// here which load covers it, before the soak compiles.
+constexpr service soak_group(secret_buffer_descriptor) {
+  return secrets;
+}
+
+/// The backfills page the timelines `fill_rooms` appended to.
+constexpr service soak_group(timeline_descriptor) {
+  return backfill;
+}
+
+constexpr service soak_group(backfill_scheduler_descriptor) {
+  return backfill;
+}
+
+constexpr service soak_group(session_persister_descriptor) {
+  return sessions;
+}
+
+template <class Service, class = void>
+struct soaked : std::false_type {};
+
+template <class Service>
+struct soaked<Service, std::void_t<decltype(soak_group(Service{}))>>
+  : std::true_type {};
+
+template <class... Services>
+constexpr bool soaks_every_service(type_list<Services...>) {
+  return (soaked<Services>::value && ...);
+}
+
+static_assert(soaks_every_service(all_services{}),
+              "a service of all_services has no load in the soak: add one "
+              "and name its group in soak_group");
 
 /// Backfill operations of the whole run that page one room.
 std::size_t backfills_per_room(const soak_config& cfg) {

@@ -43,18 +43,30 @@ struct issued_by {
   Issued real;
 };
 
+template <class Issued>
+using issued_table = std::unordered_map<uint64_t, issued_by<Issued>>;
+
+template <class... Issued>
+using issued_tables = std::tuple<issued_table<Issued>...>;
+
 struct cluster_client_state {
   static inline const char* name = "cluster_client";
   caf::timespan timeout;
   cluster_map map;
   std::vector<node_link> links;
   uint64_t last_id = 0;
-  std::unordered_map<uint64_t, issued_by<backfill_ticket>> tickets;
-  std::unordered_map<uint64_t, issued_by<session_lease>> leases;
+  /// What nodes issued (tickets, leases), one table per type of
+  /// `all_issued`, by the client's own number.
+  all_issued::apply<issued_tables> issued_by_nodes;
   /// How to fail each exchange under way, so that stopping answers them.
   uint64_t last_exchange = 0;
   std::unordered_map<uint64_t, std::function<void(const caf::error&)>>
     exchanges;
+
+  template <class Issued>
+  issued_table<Issued>& issued() {
+    return std::get<issued_table<Issued>>(issued_by_nodes);
+  }
 };
 
 using client_pointer = node_actor::stateful_pointer<cluster_client_state>;
@@ -299,74 +311,127 @@ void add_counters(T& total, T& part) {
 template <class Output>
 struct output {};
 
-// -- routes, one per kind of request -----------------------------------------
+// -- routes, one per kind of routing rule ------------------------------------
 
-/// A request with one key: to its owner.
+/// Issues the client's own number for what node `node` issued.
+template <class Issued>
+Issued remember(client_pointer self, std::size_t node, const Issued& real) {
+  auto id = ++self->state.last_id;
+  self->state.issued<Issued>().emplace(id,
+                                                issued_by<Issued>{node, real});
+  return Issued{id};
+}
+
+/// A request naming one key: to its owner. What the owner answers that a
+/// service issues (a ticket, a lease) is answered under the client's own
+/// number, remembering the owner.
+template <class Output, class Atom, class... Args>
+caf::result<Output> to_owner(client_pointer self, const routing_key& key,
+                             Atom atom, Args&... args) {
+  auto owner = self->state.map.owner_index(key);
+  if constexpr (!contains_v<all_issued, Output>) {
+    return relay<Output>(self, owner, atom, std::move(args)...);
+  } else {
+    auto promise = self->make_response_promise<Output>();
+    send_to<Output>(
+      self, owner, deadline_of(self),
+      [self, owner, promise](Output& real) mutable {
+        promise.deliver(remember(self, owner, real));
+      },
+      [promise](const caf::error& err) mutable { promise.deliver(err); },
+      atom, std::move(args)...);
+    return promise;
+  }
+}
+
+/// A batch (`xs`) whose items name keys (`keys`, in the batch's order):
+/// one part per owner, sent at once; answered once every part is. A vector
+/// answer (one per item) is put back in the batch's order; any other is
+/// added up (an `ok` stays `ok`).
+template <class Output, class Atom, class T>
+caf::result<Output> to_owners(client_pointer self, const routing_keys_t& keys,
+                              Atom atom, std::vector<T>& xs) {
+  // Every owner before any item moves: the keys view into the items.
+  std::vector<std::size_t> owners;
+  owners.reserve(keys.size());
+  for (const auto& key : keys)
+    owners.push_back(self->state.map.owner_index(key));
+  // Which positions of the batch each owner's part holds.
+  auto positions = std::make_shared<std::map<std::size_t,
+                                             std::vector<std::size_t>>>();
+  std::map<std::size_t, std::tuple<Atom, std::vector<T>>> parts;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    (*positions)[owners[i]].push_back(i);
+    auto& part = parts[owners[i]];
+    std::get<0>(part) = atom;
+    std::get<1>(part).push_back(std::move(xs[i]));
+  }
+  if constexpr (is_vector<Output>::value) {
+    auto fill = [positions](Output& total, auto& answer) {
+      auto& where = (*positions)[answer.first];
+      auto& found = answer.second;
+      for (std::size_t i = 0; i < where.size() && i < found.size(); ++i)
+        total[where[i]] = std::move(found[i]);
+    };
+    return to_several<Output>(self, Output(xs.size()), fill,
+                              std::move(parts));
+  } else {
+    return to_several<Output>(
+      self, Output{},
+      [](Output& total, auto& answer) { add_counters(total, answer.second); },
+      std::move(parts));
+  }
+}
+
+/// A request carrying what one node issued: to that node, under the real
+/// one; forgotten once answered.
+template <class Output, class Atom, class Issued>
+caf::result<Output> to_issuer(client_pointer self, Atom atom,
+                              const Issued& mine) {
+  auto& issued = self->state.issued<Issued>();
+  auto i = issued.find(mine.id);
+  if (i == issued.end())
+    return make_error(errc::unknown_ticket,
+                      "this cluster client issued no ticket or lease "
+                        + std::to_string(mine.id));
+  auto promise = self->make_response_promise<Output>();
+  auto id = mine.id;
+  send_to<Output>(
+    self, i->second.node, deadline_of(self),
+    [&issued, id, promise](Output& answer) mutable {
+      issued.erase(id);
+      promise.deliver(std::move(answer));
+    },
+    [promise](const caf::error& err) mutable { promise.deliver(err); }, atom,
+    i->second.real);
+  return promise;
+}
+
+/// A request of a service, by the rule its descriptor gives it
+/// (routing_key.hpp).
 template <class Output, class Atom, class... Args>
 caf::result<Output> route(output<Output>, client_pointer self, Atom atom,
                           Args&... args) {
-  auto keys = routing_keys(atom, args...);
-  static_assert(!carries_no_key<Atom>, "a keyless request needs its route");
-  auto owner = self->state.map.owner_index(keys.front());
-  return relay<Output>(self, owner, atom, std::move(args)...);
-}
-
-caf::result<ok_atom> route(output<ok_atom>, client_pointer self, queue_atom,
-                           std::vector<secret_entry>& entries) {
-  std::map<std::size_t, std::tuple<queue_atom, std::vector<secret_entry>>>
-    parts;
-  for (auto& entry : entries) {
-    auto owner = self->state.map.owner_index({key_kind::chat, entry.chat});
-    auto& part = parts[owner];
-    std::get<0>(part) = queue_atom::value;
-    std::get<1>(part).push_back(std::move(entry));
+  auto rule = routing_rule(atom, args...);
+  using rule_type = decltype(rule);
+  if constexpr (std::is_same_v<rule_type, one_key>) {
+    return to_owner<Output>(self, rule.key, atom, args...);
+  } else if constexpr (std::is_same_v<rule_type, each_key>) {
+    static_assert(sizeof...(Args) == 1,
+                  "a batch request (each_key) carries its batch alone");
+    return to_owners<Output>(self, rule.keys, atom, args...);
+  } else if constexpr (std::is_same_v<rule_type, every_node>) {
+    return to_every_node<Output>(
+      self, Output{},
+      [](Output& total, auto& answer) { add_counters(total, answer.second); },
+      atom, std::move(args)...);
+  } else {
+    static_assert(std::is_same_v<rule_type, issuer> && sizeof...(Args) == 1);
+    return to_issuer<Output>(self, atom, args...);
   }
-  return to_several<ok_atom>(self, ok_atom::value, [](ok_atom&, auto&) {},
-                             std::move(parts));
 }
 
-caf::result<std::vector<secret_lookup>>
-route(output<std::vector<secret_lookup>>, client_pointer self, lookup_atom,
-      std::vector<secret_key>& keys) {
-  // Which positions of the answer each owner's part fills.
-  auto positions = std::make_shared<std::map<std::size_t,
-                                             std::vector<std::size_t>>>();
-  std::map<std::size_t, std::tuple<lookup_atom, std::vector<secret_key>>>
-    parts;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    auto owner = self->state.map.owner_index({key_kind::chat, keys[i].chat});
-    (*positions)[owner].push_back(i);
-    std::get<1>(parts[owner]).push_back(std::move(keys[i]));
-  }
-  auto fill = [positions](std::vector<secret_lookup>& total, auto& answer) {
-    auto& where = (*positions)[answer.first];
-    auto& found = answer.second;
-    for (std::size_t i = 0; i < where.size() && i < found.size(); ++i)
-      total[where[i]] = std::move(found[i]);
-  };
-  return to_several<std::vector<secret_lookup>>(
-    self, std::vector<secret_lookup>(keys.size()), fill, std::move(parts));
-}
-
-caf::result<ok_atom> route(output<ok_atom>, client_pointer self, flush_atom) {
-  return to_every_node<ok_atom>(self, ok_atom::value, [](ok_atom&, auto&) {},
-                                flush_atom::value);
-}
-
-caf::result<ok_atom> route(output<ok_atom>, client_pointer self, flush_atom,
-                           caf::timespan& deadline) {
-  return to_every_node<ok_atom>(self, ok_atom::value, [](ok_atom&, auto&) {},
-                                flush_atom::value, deadline);
-}
-
-caf::result<uint64_t> route(output<uint64_t>, client_pointer self,
-                            flush_all_atom, caf::timespan& limit) {
-  return to_every_node<uint64_t>(
-    self, uint64_t{0},
-    [](uint64_t& total, auto& answer) { total += answer.second; },
-    flush_all_atom::value, limit);
-}
-
+/// The node's own requests.
 caf::result<node_stats> route(output<node_stats>, client_pointer self,
                               stats_atom) {
   return to_every_node<node_stats>(
@@ -385,110 +450,19 @@ caf::result<ok_atom> route(output<ok_atom>, client_pointer, shutdown_atom) {
                     "a cluster client shuts no node down");
 }
 
-/// Issues the client's own number for what node `node` issued.
-template <class Issued>
-Issued remember(client_pointer self,
-                std::unordered_map<uint64_t, issued_by<Issued>>& issued,
-                std::size_t node, const Issued& real) {
-  auto id = ++self->state.last_id;
-  issued.emplace(id, issued_by<Issued>{node, real});
-  return Issued{id};
-}
-
-caf::result<backfill_ticket> route(output<backfill_ticket>,
-                                   client_pointer self, enqueue_atom,
-                                   backfill_request& request) {
-  auto owner = self->state.map.owner_index({key_kind::room, request.room});
-  auto promise = self->make_response_promise<backfill_ticket>();
-  send_to<backfill_ticket>(
-    self, owner, deadline_of(self),
-    [self, owner, promise](backfill_ticket& real) mutable {
-      promise.deliver(remember(self, self->state.tickets, owner, real));
-    },
-    [promise](const caf::error& err) mutable { promise.deliver(err); },
-    enqueue_atom::value, std::move(request));
-  return promise;
-}
-
-caf::result<session_lease> route(output<session_lease>, client_pointer self,
-                                 exclusive_atom, std::string& session) {
-  auto owner = self->state.map.owner_index({key_kind::session, session});
-  auto promise = self->make_response_promise<session_lease>();
-  send_to<session_lease>(
-    self, owner, deadline_of(self),
-    [self, owner, promise](session_lease& real) mutable {
-      promise.deliver(remember(self, self->state.leases, owner, real));
-    },
-    [promise](const caf::error& err) mutable { promise.deliver(err); },
-    exclusive_atom::value, std::move(session));
-  return promise;
-}
-
-/// A request carrying a ticket or lease: to the node that issued the real
-/// one; forgotten once `done` says the request ended its use.
-template <class Output, class Atom, class Issued>
-caf::result<Output>
-to_issuer(client_pointer self,
-          std::unordered_map<uint64_t, issued_by<Issued>>& issued, Atom atom,
-          const Issued& mine, bool forget_when_answered) {
-  auto i = issued.find(mine.id);
-  if (i == issued.end())
-    return make_error(errc::unknown_ticket,
-                      "this cluster client issued no ticket or lease "
-                        + std::to_string(mine.id));
-  auto promise = self->make_response_promise<Output>();
-  auto id = mine.id;
-  send_to<Output>(
-    self, i->second.node, deadline_of(self),
-    [&issued, id, promise, forget_when_answered](Output& answer) mutable {
-      if (forget_when_answered)
-        issued.erase(id);
-      promise.deliver(std::move(answer));
-    },
-    [promise](const caf::error& err) mutable { promise.deliver(err); }, atom,
-    i->second.real);
-  return promise;
-}
-
-caf::result<backfill_result> route(output<backfill_result>,
-                                   client_pointer self, await_atom atom,
-                                   backfill_ticket& ticket) {
-  return to_issuer<backfill_result>(self, self->state.tickets, atom, ticket,
-                                    true);
-}
-
-template <class Atom>
-std::enable_if_t<std::is_same<Atom, cancel_atom>::value
-                   || std::is_same<Atom, detach_atom>::value,
-                 caf::result<ok_atom>>
-route(output<ok_atom>, client_pointer self, Atom atom,
-      backfill_ticket& ticket) {
-  return to_issuer<ok_atom>(self, self->state.tickets, atom, ticket, true);
-}
-
-caf::result<ok_atom> route(output<ok_atom>, client_pointer self,
-                           release_atom atom, session_lease& lease) {
-  return to_issuer<ok_atom>(self, self->state.leases, atom, lease, true);
-}
-
-/// The handler of one message signature of `node_actor`.
-template <class Signature>
-struct router;
-
+/// The handler of one request of `node_actor`.
 template <class Atom, class... Args, class Output>
-struct router<caf::typed_mpi<caf::detail::type_list<Atom, Args...>,
-                             caf::output_tuple<Output>>> {
-  static auto make(client_pointer self) {
-    return [self](Atom atom, Args&... args) -> caf::result<Output> {
-      return route(output<Output>{}, self, atom, args...);
-    };
-  }
-};
+auto router(client_pointer self, type_list<Atom, Args...>,
+            type_list<Output>) {
+  return [self](Atom atom, Args&... args) -> caf::result<Output> {
+    return route(output<Output>{}, self, atom, args...);
+  };
+}
 
 template <class... Signatures>
 node_actor::behavior_type routers(client_pointer self,
-                                  caf::detail::type_list<Signatures...>) {
-  return {router<Signatures>::make(self)...};
+                                  type_list<Signatures...>) {
+  return {router(self, inputs_of<Signatures>{}, outputs_of<Signatures>{})...};
 }
 
 node_actor::behavior_type cluster_client(client_pointer self, cluster_map map,
@@ -507,7 +481,7 @@ node_actor::behavior_type cluster_client(client_pointer self, cluster_map map,
   });
   self->set_exit_handler(
     [self](caf::exit_msg& exit) { stop(self, exit.reason); });
-  return routers(self, node_actor::signatures{});
+  return routers(self, signatures_in<node_actor>{});
 }
 
 } // namespace

@@ -8,8 +8,11 @@
 
 /// A client of a deployment of several nodes: one local actor with the
 /// interface of a node (`node_actor`) that sends each request to the node
-/// owning its key (cluster_map.hpp, routing_key.hpp). The actor system must
-/// have loaded the middleman (and `caf::openssl::manager` for TLS nodes).
+/// owning its key (cluster_map.hpp, routing_key.hpp), by the rule its
+/// service's descriptor gives it (`routed_by`: one key, a batch of keys,
+/// every node, or the node that issued what it carries; nothing here names
+/// a service). The actor system must have loaded the middleman (and
+/// `caf::openssl::manager` for TLS nodes).
 ///
 /// - It connects to a node on the first request for one of its keys, and
 ///   again on the next request after the node died or stopped answering: a

@@ -4,7 +4,9 @@
 // yields a message that serializes again and decodes to the same bytes; it
 // never crashes, hangs or allocates what the input only claims.
 // Seeds: with COALESCE_FUZZ_SEEDS=DIR set, LLVMFuzzerInitialize writes one
-// encoded message per type (and a few requests) into DIR first.
+// encoded message per registered type and per request of `node_actor` (its
+// arguments default-constructed), both derived from the services'
+// descriptors, and a few requests with real values, into DIR first.
 
 #include <cstdint>
 #include <cstdlib>
@@ -53,6 +55,21 @@ void write_seed(const std::string& dir, const std::string& name,
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+/// One seed per request of `node_actor`: its verb and default arguments.
+template <class Atom, class... Args>
+caf::message request_seed(coalesce::type_list<Atom, Args...>) {
+  return caf::make_message(Atom::value, Args{}...);
+}
+
+template <class... Signatures>
+void write_request_seeds(const std::string& dir,
+                         coalesce::type_list<Signatures...>) {
+  int index = 0;
+  (write_seed(dir, "request-" + std::to_string(index++),
+              request_seed(coalesce::inputs_of<Signatures>{})),
+   ...);
+}
+
 void write_seeds(const std::string& dir) {
   using namespace coalesce;
   int index = 0;
@@ -61,6 +78,7 @@ void write_seeds(const std::string& dir) {
     write_seed(dir, "type-" + std::to_string(index++),
                caf::make_message(value_type{}));
   });
+  write_request_seeds(dir, signatures_in<node_actor>{});
   secret_entry entry{"chat@g.us", "sender", "m1",
                      std::vector<uint8_t>(32, 7), 0, 1700000000};
   write_seed(dir, "queue", caf::make_message(queue_atom::value,

@@ -236,10 +236,11 @@ inline std::string stop_reason_name(std::size_t index) {
 /// Its fields with their names, in wire order (see named_fields.hpp).
 template <class F>
 auto with_named_fields(backfill_scheduler_stats& x, F&& f) {
-  return f(indexed_field("queued", x.queued, priority_name),
+  return f(indexed_field("queued", x.queued, "priority", priority_name),
            field("running", x.running),
            field("coalesced_joins", x.coalesced_joins),
-           indexed_field("finished", x.finished, stop_reason_name),
+           indexed_field("finished", x.finished, "reason",
+                         stop_reason_name),
            field("events_bytes_held", x.events_bytes_held),
            field("parked_awaits", x.parked_awaits),
            field("results_kept", x.results_kept),

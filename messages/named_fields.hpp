@@ -22,6 +22,9 @@ struct named_field {
   /// name of each index, so that a printer can show an object instead of
   /// an array. Null for a plain value.
   std::string (*index_name)(std::size_t) = nullptr;
+  /// What those names are, as a metric's label ("priority"). Null for a
+  /// plain value.
+  const char* index_label = nullptr;
 };
 
 template <class T>
@@ -29,10 +32,13 @@ named_field<T> field(const char* name, T& value) {
   return {name, value};
 }
 
+/// A vector indexed by an enum: `index_label` says what an index is (the
+/// label of its metric), `index_name` names each.
 template <class T>
 named_field<T> indexed_field(const char* name, T& value,
+                             const char* index_label,
                              std::string (*index_name)(std::size_t)) {
-  return {name, value, index_name};
+  return {name, value, index_name, index_label};
 }
 
 /// The values of `fields`, for `inspect`: `f(type_name, x.a, x.b, ...)`.

@@ -9,58 +9,86 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include <coalesce/messages/backfill.hpp>
 #include <coalesce/messages/backfill_scheduler_interface.hpp>
 #include <coalesce/messages/named_fields.hpp>
 #include <coalesce/messages/secret_buffer_interface.hpp>
-#include <coalesce/messages/secret_buffer_stats.hpp>
-#include <coalesce/messages/secret_entry.hpp>
-#include <coalesce/messages/session.hpp>
+#include <coalesce/messages/service_descriptor.hpp>
 #include <coalesce/messages/session_persister_interface.hpp>
 #include <coalesce/messages/timeline_interface.hpp>
 
-/// What a node shows the world: the services it hosts, each listed here
-/// once. This file is the one shared place in messages/ a new service names
-/// itself in: its requests in `node_actor`, its member of `service_handles`
-/// and of `node_stats`, its entry in `service_entries`, and its message types
-/// in `for_each_message_type`, and any request of its that a shutting-down
-/// node still serves in `served_while_shutting_down`. Everything that fronts several services (the
-/// gateway's forwarders and stats, `connect_services`, the registration of
-/// message types, the CLI's stats JSON and the node's stats line) is derived
-/// from these lists.
+/// What a node shows the world: the services it hosts, each named here once,
+/// in `all_services`, by its descriptor (at the end of its
+/// `NAME_interface.hpp`; coalesce/messages/service_descriptor.hpp says what a
+/// descriptor holds). Everything below is derived from that list: the
+/// handles (`service_handles`), the node's stats (`node_stats`), the
+/// gateway's interface (`node_actor`), the message types registered
+/// (`for_each_message_type`), the requests a shutting-down node serves
+/// (`served_while_shutting_down`); and from these, the gateway's forwarders
+/// and stats, `connect_services`, a cluster's routing (routing_key.hpp,
+/// coalesce/client/cluster_client.cpp), the metrics' gauges and counters,
+/// the CLI's stats JSON and the node's stats line.
 namespace coalesce {
 
-/// The typed handles of the services. In process they point at the
-/// services themselves, remotely at the node's gateway, which forwards.
-struct service_handles {
-  secret_buffer_requests secret_buffer;
-  timeline_requests timeline;
-  backfill_scheduler_requests backfill_scheduler;
-  session_persister_requests session_persister;
-};
+/// The services, in the order of `node_stats` on the wire and of
+/// `node_actor`'s requests.
+using all_services
+  = type_list<secret_buffer_descriptor, timeline_descriptor,
+              backfill_scheduler_descriptor, session_persister_descriptor>;
+
+/// Calls `f(Service{})` with the descriptor of every service, in order.
+template <class F>
+void for_each_service(F&& f) {
+  for_each_type(all_services{}, f);
+}
+
+// -- handles -------------------------------------------------------------------
+
+template <class... Services>
+struct handle_members : Services::handle_member... {};
+
+/// The typed handles of the services, a member each (`secret_buffer`,
+/// `timeline`, ...: each descriptor's `handle_member`). In process they
+/// point at the services themselves, remotely at the node's gateway, which
+/// forwards.
+struct service_handles : all_services::apply<handle_members> {};
+
+// -- stats ---------------------------------------------------------------------
+
+template <class Service>
+struct has_stats_t : std::bool_constant<has_stats<Service>> {};
+
+/// The services with stats of their own, in order.
+using services_with_stats = filter_t<has_stats_t, all_services>;
+
+template <class... Services>
+struct stats_members : Services::stats_member... {};
 
 /// What `stats` answers for a whole node: its own counters and those of each
-/// service it hosts.
-struct node_stats {
+/// service it hosts (a member each: `secret_buffer`, `backfill_scheduler`,
+/// ...: each descriptor's `stats_member`).
+struct node_stats : services_with_stats::apply<stats_members> {
   /// Seconds since the node started serving.
   int64_t uptime_s = 0;
   /// Whether the node received SIGINT or SIGTERM and refuses new requests.
   bool shutting_down = false;
   /// Requests the node refused because it was shutting down.
   uint64_t refused_requests = 0;
-  secret_buffer_stats secret_buffer;
-  backfill_scheduler_stats backfill_scheduler;
-  session_persister_stats session_persister;
 };
 
-/// Its fields with their names, in wire order (see named_fields.hpp).
-template <class F>
-auto with_named_fields(node_stats& x, F&& f) {
+template <class F, class... Services>
+auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
   return f(field("uptime_s", x.uptime_s),
            field("shutting_down", x.shutting_down),
            field("refused_requests", x.refused_requests),
-           field("secrets", x.secret_buffer), field("scheduler", x.backfill_scheduler),
-           field("sessions", x.session_persister));
+           field(Services::stats_name, x.*Services::stats)...);
+}
+
+/// Its fields with their names, in wire order (see named_fields.hpp): its
+/// own, then each service's stats under the descriptor's `stats_name`
+/// ("secrets", "scheduler", "sessions").
+template <class F>
+auto with_named_fields(node_stats& x, F&& f) {
+  return with_named_fields(x, f, services_with_stats{});
 }
 
 template <class Inspector>
@@ -71,84 +99,75 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
   });
 }
 
+/// Which of node_stats' own number fields are gauges and which counters,
+/// as a descriptor says for its stats.
+struct node_own_stats {
+  using gauges = members<&node_stats::uptime_s>;
+  using counters = members<&node_stats::refused_requests>;
+};
+
+/// What lists the gauges and counters of `Stats`: `node_own_stats` for
+/// `node_stats`, else the descriptor of the service whose stats it is.
+template <class Stats>
+struct classified_by {
+  template <class Service>
+  struct stats_are : std::is_same<stats_type_of<Service>, Stats> {};
+
+  using found = filter_t<stats_are, services_with_stats>;
+  static_assert(found::size == 1, "no service (or two) has these stats");
+  using type = front_t<found>;
+};
+
+template <>
+struct classified_by<node_stats> {
+  using type = node_own_stats;
+};
+
+template <class Stats>
+using classified_by_t = typename classified_by<Stats>::type;
+
+// -- the node's interface ------------------------------------------------------
+
+template <class First, class... Rest>
+struct composed_requests {
+  using type = typename First::requests::template extend_with<
+    typename Rest::requests...>;
+};
+
 /// The interface of the one actor a node publishes (its gateway, see
 /// coalesce/actors/node_gateway.hpp): every service's requests, plus the
 /// node's own stats and shutdown.
-using node_actor = secret_buffer_requests::extend_with<
-  timeline_requests, backfill_scheduler_requests, session_persister_requests>::
-  extend<caf::replies_to<stats_atom>::with<node_stats>,
-         /// Accepted only from the node itself: refuse later requests.
-         caf::replies_to<shutdown_atom>::with<ok_atom>>;
+using node_actor = typename all_services::apply<composed_requests>::type::
+  template extend<caf::replies_to<stats_atom>::with<node_stats>,
+                  /// Accepted only from the node itself: refuse later
+                  /// requests.
+                  caf::replies_to<shutdown_atom>::with<ok_atom>>;
 
-/// A service as the gateway sees it: where its handle is, and which member
-/// of `node_stats` its own `stats` answer fills (`nullptr`: it has none).
-template <class Handle, class StatsMember>
-struct service_entry {
-  Handle* handle;
-  StatsMember stats;
-};
-
-template <class Handle, class Stats>
-service_entry<Handle, Stats node_stats::*>
-entry(Handle& handle, Stats node_stats::*stats) {
-  return {&handle, stats};
-}
-
-template <class Handle>
-service_entry<Handle, std::nullptr_t> entry(Handle& handle) {
-  return {&handle, nullptr};
-}
-
-/// One entry per service, as a tuple; `handles` may be const.
-template <class Handles>
-auto service_entries(Handles& handles) {
-  return std::make_tuple(entry(handles.secret_buffer, &node_stats::secret_buffer),
-                         entry(handles.timeline),
-                         entry(handles.backfill_scheduler, &node_stats::backfill_scheduler),
-                         entry(handles.session_persister, &node_stats::session_persister));
-}
-
-/// Requests a shutting-down node still serves: they concern work already
-/// admitted (awaiting, cancelling or leaving a backfill run; releasing a
-/// session lease, which the shutdown's flush may wait for). Every other
-/// request is refused.
-template <class Atom>
+/// Whether a shutting-down node still serves `Service`'s requests with verb
+/// `Atom` (its descriptor's `served_while_shutting_down`: work already
+/// admitted). Every other request is refused.
+template <class Service, class Atom>
 constexpr bool served_while_shutting_down
-  = std::is_same<Atom, await_atom>::value
-    || std::is_same<Atom, cancel_atom>::value
-    || std::is_same<Atom, detach_atom>::value
-    || std::is_same<Atom, release_atom>::value;
+  = contains_v<typename Service::served_while_shutting_down, Atom>;
 
-/// A message type and the name it crosses nodes under.
-template <class T>
-struct message_type {
-  using type = T;
-  const char* name;
+template <class... Services>
+struct issues_of {
+  using type = concat_t<typename Services::issues...>;
 };
+
+/// What the services' requests hand out that later requests bring back to
+/// the node that issued it (every descriptor's `issues`).
+using all_issued = typename all_services::apply<issues_of>::type;
+
+// -- message types -------------------------------------------------------------
 
 /// Calls `f(message_type<T>{name})` for every type the services' messages
-/// carry (registration.cpp registers them; `std::vector<T>` comes along).
+/// carry, each descriptor's `message_types` in turn, then `node_stats`
+/// (registration.cpp registers them; `std::vector<T>` comes along).
 template <class F>
 void for_each_message_type(F&& f) {
-  f(message_type<secret_key>{"coalesce.secret_key"});
-  f(message_type<secret_entry>{"coalesce.secret_entry"});
-  f(message_type<secret_write>{"coalesce.secret_write"});
-  f(message_type<secret_lookup>{"coalesce.secret_lookup"});
-  f(message_type<stored_secret>{"coalesce.stored_secret"});
-  f(message_type<secret_buffer_stats>{"coalesce.secret_buffer_stats"});
-  f(message_type<timeline_event>{"coalesce.timeline_event"});
-  f(message_type<page_cursor>{"coalesce.page_cursor"});
-  f(message_type<timeline_page>{"coalesce.timeline_page"});
-  f(message_type<stop_condition>{"coalesce.stop_condition"});
-  f(message_type<backfill_request>{"coalesce.backfill_request"});
-  f(message_type<backfill_ticket>{"coalesce.backfill_ticket"});
-  f(message_type<backfill_result>{"coalesce.backfill_result"});
-  f(message_type<backfill_scheduler_stats>{"coalesce.scheduler_stats"});
-  f(message_type<session_update>{"coalesce.session_update"});
-  f(message_type<session_record>{"coalesce.session_record"});
-  f(message_type<session_lease>{"coalesce.session_lease"});
-  f(message_type<session_persister_stats>{"coalesce.persister_stats"});
-  f(message_type<session_handle_actor>{"coalesce.session_handle"});
+  for_each_service(
+    [&](auto service) { decltype(service)::message_types.for_each(f); });
   f(message_type<node_stats>{"coalesce.node_stats"});
 }
 

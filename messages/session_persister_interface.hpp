@@ -9,11 +9,12 @@
 #include <caf/typed_actor.hpp>
 
 #include <coalesce/messages/atoms.hpp>
+#include <coalesce/messages/service_descriptor.hpp>
 #include <coalesce/messages/session.hpp>
 
 /// The session persister's interface for clients, in process or on another
-/// node (the contract: coalesce/actors/session_persister.hpp). A client
-/// compiles against this header only.
+/// node (the contract: coalesce/actors/session_persister.hpp), and its
+/// descriptor. A client compiles against this header only.
 namespace coalesce {
 
 // The persister's verbs (the shared ones are in atoms.hpp).
@@ -71,5 +72,96 @@ using session_persister_requests = caf::typed_actor<
 /// Everything a client may send the persister itself.
 using session_persister_interface = session_persister_requests::extend<
   caf::replies_to<stats_atom>::with<session_persister_stats>>;
+
+/// The persister as a node shows it (what each member is for:
+/// coalesce/messages/service_descriptor.hpp).
+struct session_persister_descriptor {
+  using requests = session_persister_requests;
+
+  struct handle_member {
+    session_persister_requests session_persister;
+  };
+  static constexpr auto handle = &handle_member::session_persister;
+
+  struct stats_member {
+    session_persister_stats session_persister;
+  };
+  static constexpr auto stats = &stats_member::session_persister;
+  static constexpr const char* stats_name = "sessions";
+
+  /// The work at hand and the sessions failing at the moment.
+  using gauges = members<&session_persister_stats::active_writers,
+                         &session_persister_stats::queued_requests,
+                         &session_persister_stats::failed_sessions>;
+  using counters = members<&session_persister_stats::writes,
+                           &session_persister_stats::rows_written,
+                           &session_persister_stats::rows_removed,
+                           &session_persister_stats::snapshot_requests,
+                           &session_persister_stats::groups,
+                           &session_persister_stats::fsyncs>;
+
+  static constexpr auto message_types = type_names(
+    message_type<session_update>{"coalesce.session_update"},
+    message_type<session_record>{"coalesce.session_record"},
+    message_type<session_lease>{"coalesce.session_lease"},
+    message_type<session_persister_stats>{"coalesce.persister_stats"},
+    message_type<session_handle_actor>{"coalesce.session_handle"});
+
+  /// A session lives on the node owning its id, which every request but
+  /// `flush_all` and `release` names first.
+  template <class... Rest>
+  static one_key routed_by(register_atom, const std::string& session,
+                           const Rest&...) {
+    return {key_kind::session, session};
+  }
+
+  template <class... Rest>
+  static one_key routed_by(persist_atom, const std::string& session,
+                           const Rest&...) {
+    return {key_kind::session, session};
+  }
+
+  template <class... Rest>
+  static one_key routed_by(delete_atom, const std::string& session,
+                           const Rest&...) {
+    return {key_kind::session, session};
+  }
+
+  template <class... Rest>
+  static one_key routed_by(is_deleted_atom, const std::string& session,
+                           const Rest&...) {
+    return {key_kind::session, session};
+  }
+
+  static one_key routed_by(unflushed_atom, const std::string& session) {
+    return {key_kind::session, session};
+  }
+
+  static one_key routed_by(load_atom, const std::string& session) {
+    return {key_kind::session, session};
+  }
+
+  static one_key routed_by(wait_idle_atom, const std::string& session) {
+    return {key_kind::session, session};
+  }
+
+  static one_key routed_by(exclusive_atom, const std::string& session) {
+    return {key_kind::session, session};
+  }
+
+  static every_node routed_by(flush_all_atom, const caf::timespan&) {
+    return {};
+  }
+
+  /// A lease exists only on the node that granted it.
+  static issuer routed_by(release_atom, const session_lease&) {
+    return {};
+  }
+
+  using issues = type_list<session_lease>;
+
+  /// Releasing a lease, which the shutdown's flush may wait for.
+  using served_while_shutting_down = type_list<release_atom>;
+};
 
 } // namespace coalesce

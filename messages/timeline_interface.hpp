@@ -9,9 +9,11 @@
 
 #include <coalesce/messages/atoms.hpp>
 #include <coalesce/messages/backfill.hpp>
+#include <coalesce/messages/service_descriptor.hpp>
 
 /// The room timeline's interfaces (the contract of the stored timeline:
-/// coalesce/storage/timeline.hpp; its actor: coalesce/actors/timeline_actors.hpp).
+/// coalesce/storage/timeline.hpp; its actor: coalesce/actors/timeline_actors.hpp),
+/// and its descriptor.
 namespace coalesce {
 
 /// What the scheduler asks a pager for. "Load the next older batch of room
@@ -33,5 +35,45 @@ using timeline_requests = pager_actor::extend<caf::replies_to<
 
 /// The stored timeline: a pager that also appends.
 using timeline_actor = timeline_requests;
+
+/// The timeline as a node shows it (what each member is for:
+/// coalesce/messages/service_descriptor.hpp).
+struct timeline_descriptor {
+  using requests = timeline_requests;
+
+  struct handle_member {
+    timeline_requests timeline;
+  };
+  static constexpr auto handle = &handle_member::timeline;
+
+  /// None: every append is answered once written; nothing is held.
+  static constexpr no_stats stats{};
+
+  static constexpr auto message_types = type_names(
+    message_type<timeline_event>{"coalesce.timeline_event"},
+    message_type<page_cursor>{"coalesce.page_cursor"},
+    message_type<timeline_page>{"coalesce.timeline_page"});
+
+  /// A room's timeline lives on the node owning the room; a pager's
+  /// requests (a scheduler on another node paging this node's timeline,
+  /// coalesce.scheduler-remote-pager) go there like its appends.
+  static one_key routed_by(page_atom, const std::string& room, uint32_t) {
+    return {key_kind::room, room};
+  }
+
+  static one_key routed_by(commit_atom, const std::string& room,
+                           const page_cursor&) {
+    return {key_kind::room, room};
+  }
+
+  static one_key routed_by(append_atom, const std::string& room,
+                           const std::vector<timeline_event>&) {
+    return {key_kind::room, room};
+  }
+
+  using issues = type_list<>;
+
+  using served_while_shutting_down = type_list<>;
+};
 
 } // namespace coalesce

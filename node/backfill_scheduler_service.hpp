@@ -30,6 +30,9 @@ pager_actor spawn_node_remote_pager(caf::actor_system& sys,
 /// services after it wind down.
 class backfill_scheduler_service {
 public:
+  /// The service it hosts (coalesce/messages/node_interface.hpp).
+  using descriptor = backfill_scheduler_descriptor;
+
   template <class Options, class Earlier>
   void start(caf::actor_system& sys, const std::shared_ptr<storage::database>&,
              const Options& options, const Earlier& earlier) {

@@ -46,19 +46,18 @@ std::pair<std::string, double> with_base_unit(const std::string& name) {
   return {name, 1.0};
 }
 
-/// The label of a vector indexed by an enum, by the function naming its
-/// indexes.
-std::string label_name(std::string (*index_name)(std::size_t)) {
-  if (index_name == &priority_name)
-    return "priority";
-  if (index_name == &stop_reason_name)
-    return "reason";
-  return "index";
+/// Whether `field`, a number field of `owner`, is one of the gauges that
+/// `owner`'s descriptor lists (`node_own_stats` for node_stats' own): by
+/// the field's address, not its name, so that no name can drift. Every
+/// other number field is in its counters (messages/service_checks.cpp).
+template <class Stats, auto... Gauges>
+bool is_listed(const Stats& owner, const void* field, members<Gauges...>) {
+  return ((static_cast<const void*>(&(owner.*Gauges)) == field) || ...);
 }
 
-bool is_gauge(const std::string& path) {
-  const auto& gauges = gauge_fields();
-  return std::find(gauges.begin(), gauges.end(), path) != gauges.end();
+template <class Stats, class T>
+bool is_gauge(const Stats& owner, const T& field) {
+  return is_listed(owner, &field, typename classified_by_t<Stats>::gauges{});
 }
 
 template <class T>
@@ -70,38 +69,39 @@ double as_number(const T& x) {
 template <class Value>
 std::pair<stats_metric, double>
 metric_for(const std::string& path, const std::string& name_prefix,
-           const std::string& field_name) {
+           const std::string& field_name, bool gauge) {
   stats_metric result;
   result.field = path;
-  result.kind = std::is_same_v<Value, bool> || is_gauge(path)
-                  ? metric_kind::gauge
-                  : metric_kind::counter;
+  result.kind = std::is_same_v<Value, bool> || gauge ? metric_kind::gauge
+                                                     : metric_kind::counter;
   auto [name, factor] = with_base_unit(field_name);
   result.name = "coalesce_" + name_prefix + name
                 + (result.kind == metric_kind::counter ? "_total" : "");
   return {std::move(result), factor};
 }
 
-template <class T>
+/// The metrics of `field`, a field of `owner`.
+template <class Stats, class T>
 void add_metrics(std::vector<stats_metric>& out, const std::string& path_prefix,
-                 const std::string& name_prefix, const named_field<T>& field) {
+                 const std::string& name_prefix, const Stats& owner,
+                 const named_field<T>& field) {
   auto path = path_prefix + field.name;
   if constexpr (has_named_fields<T>::value) {
     with_named_fields(field.value, [&](const auto&... inner) {
       (add_metrics(out, path + ".", name_prefix + singular(field.name) + "_",
-                   inner),
+                   field.value, inner),
        ...);
     });
   } else if constexpr (is_vector<T>::value) {
     using element = typename T::value_type;
     static_assert(std::is_arithmetic_v<element>,
                   "a vector in the stats must hold numbers");
-    auto [metric, factor] = metric_for<element>(path, name_prefix, field.name);
+    auto [metric, factor] = metric_for<element>(path, name_prefix, field.name,
+                                                is_gauge(owner, field.value));
     for (std::size_t i = 0; i < field.value.size(); ++i) {
       stats_metric::sample sample;
       if (field.index_name != nullptr)
-        sample.labels.emplace_back(label_name(field.index_name),
-                                   field.index_name(i));
+        sample.labels.emplace_back(field.index_label, field.index_name(i));
       else
         sample.labels.emplace_back("index", std::to_string(i));
       sample.value = as_number(field.value[i]) * factor;
@@ -109,41 +109,50 @@ void add_metrics(std::vector<stats_metric>& out, const std::string& path_prefix,
     }
     out.push_back(std::move(metric));
   } else if constexpr (std::is_arithmetic_v<T>) {
-    auto [metric, factor] = metric_for<T>(path, name_prefix, field.name);
+    auto [metric, factor] = metric_for<T>(path, name_prefix, field.name,
+                                          is_gauge(owner, field.value));
     metric.samples.push_back({{}, as_number(field.value) * factor});
     out.push_back(std::move(metric));
   }
   // Text (an error message) is no metric: the log and `stats` carry it.
 }
 
+/// The paths of the gauges among `field` (a field of `owner`) and its
+/// fields.
+template <class Stats, class T>
+void add_gauge_paths(std::vector<std::string>& out, const std::string& prefix,
+                     const Stats& owner, const named_field<T>& field) {
+  auto path = prefix + field.name;
+  if constexpr (has_named_fields<T>::value) {
+    with_named_fields(field.value, [&](const auto&... inner) {
+      (add_gauge_paths(out, path + ".", field.value, inner), ...);
+    });
+  } else if constexpr (is_vector<T>::value
+                       || (std::is_arithmetic_v<T>
+                           && !std::is_same_v<T, bool>)) {
+    if (is_gauge(owner, field.value))
+      out.push_back(path);
+  }
+}
+
 } // namespace
 
 const std::vector<std::string>& gauge_fields() {
-  static const std::vector<std::string> fields{
-    "uptime_s",
-    "secrets.pending",
-    "secrets.waiting_producers",
-    "secrets.held_entries",
-    "secrets.last_batch_size",
-    "secrets.last_write_latency_us",
-    "secrets.failing_for_ms",
-    "scheduler.queued",
-    "scheduler.running",
-    "scheduler.events_bytes_held",
-    "scheduler.parked_awaits",
-    "scheduler.results_kept",
-    "scheduler.results_bytes",
-    "sessions.active_writers",
-    "sessions.queued_requests",
-    "sessions.failed_sessions",
-  };
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> result;
+    node_stats stats;
+    with_named_fields(stats, [&](const auto&... field) {
+      (add_gauge_paths(result, "", stats, field), ...);
+    });
+    return result;
+  }();
   return fields;
 }
 
 std::vector<stats_metric> stats_metrics(node_stats& stats) {
   std::vector<stats_metric> result;
   with_named_fields(stats, [&](const auto&... fields) {
-    (add_metrics(result, "", "", fields), ...);
+    (add_metrics(result, "", "", stats, fields), ...);
   });
   return result;
 }

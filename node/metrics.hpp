@@ -32,10 +32,14 @@ class database;
 ///   become `_seconds` with the value converted; `bytes` moves to the end),
 ///   `_total` for a counter: `secrets.batches_written` is
 ///   `coalesce_secret_batches_written_total`;
-/// - kind: a gauge for the fields `gauge_fields` lists and for flags
-///   (0 or 1), a counter for every other number; text fields are left out;
-/// - a vector indexed by an enum is one metric with a label per index
-///   (`priority`, `reason`): `coalesce_scheduler_queued{priority="low"}`.
+/// - kind: a gauge for flags (0 or 1) and for the number fields a
+///   service's descriptor lists in its `gauges` (node_stats' own:
+///   `node_own_stats`, coalesce/messages/node_interface.hpp), a counter for
+///   those in its `counters`; every number field is in one of them (checked
+///   when the messages library compiles); text fields are left out;
+/// - a vector indexed by an enum is one metric with a label per index, the
+///   label its `indexed_field` names (`priority`, `reason`):
+///   `coalesce_scheduler_queued{priority="low"}`.
 namespace coalesce {
 
 enum class metric_kind { counter, gauge };
@@ -54,8 +58,9 @@ struct stats_metric {
   std::vector<sample> samples;
 };
 
-/// The fields of `node_stats` that may go down (paths as in `flat_fields`):
-/// queue lengths, what is held at the moment, the last batch's figures.
+/// The number fields of `node_stats` that may go down (paths as in
+/// `flat_fields`): queue lengths, what is held at the moment, the last
+/// batch's figures; derived from the descriptors' `gauges`.
 const std::vector<std::string>& gauge_fields();
 
 /// Every numeric field of `stats` as a metric, in field order.

@@ -19,6 +19,9 @@ namespace coalesce {
 /// drain worker and reader detached, stopped by sealing and flushing.
 class secret_buffer_service {
 public:
+  /// The service it hosts (coalesce/messages/node_interface.hpp).
+  using descriptor = secret_buffer_descriptor;
+
   template <class Options, class Earlier>
   void start(caf::actor_system& sys,
              const std::shared_ptr<storage::database>& db,

@@ -127,13 +127,10 @@ caf::expected<service_handles> connect_services(caf::actor_system& sys,
   if (!node)
     return std::move(node.error());
   service_handles result;
-  std::apply(
-    [&](auto... entries) {
-      ((*entries.handle = caf::actor_cast<
-          std::decay_t<decltype(*entries.handle)>>(*node)),
-       ...);
-    },
-    service_entries(result));
+  for_each_service([&](auto service) {
+    using requests = typename decltype(service)::requests;
+    result.*decltype(service)::handle = caf::actor_cast<requests>(*node);
+  });
   return result;
 }
 

@@ -21,6 +21,9 @@ namespace coalesce {
 /// whose last write failed.
 class session_persister_service {
 public:
+  /// The service it hosts (coalesce/messages/node_interface.hpp).
+  using descriptor = session_persister_descriptor;
+
   template <class Options, class Earlier>
   void start(caf::actor_system& sys,
              const std::shared_ptr<storage::database>& db,

@@ -20,6 +20,9 @@ namespace coalesce {
 /// is answered once written.
 class timeline_service {
 public:
+  /// The service it hosts (coalesce/messages/node_interface.hpp).
+  using descriptor = timeline_descriptor;
+
   template <class Options, class Earlier>
   void start(caf::actor_system& sys,
              const std::shared_ptr<storage::database>& db, const Options&,

@@ -3,11 +3,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <cxxabi.h>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
-#include <typeinfo>
+#include <set>
 #include <string>
+#include <typeindex>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -22,8 +27,10 @@
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
 
-// One table of bad requests, at least one row for every request of
-// `node_actor`, sent to a node's gateway in process and through a proxy
+// One table of bad requests, at least one row for every request of every
+// service (checked as the table runs: a request of a service's interface
+// that no row sends fails the test), sent to a node's gateway in process
+// and through a proxy
 // from a second actor system over a real socket. Each row names the answer
 // it is due: an error with its `errc` and the words its message must carry,
 // or, where the request is legitimately fine, the answer that says so.
@@ -61,26 +68,28 @@ struct outcome {
   message reply;
 };
 
-template <class Outputs>
-struct reply_collector;
+/// The handler of a reply of types `Outputs`.
+template <template <class...> class List, class... Outputs>
+auto reply_collector(outcome& out, List<Outputs...>) {
+  return [&out](Outputs&... xs) {
+    out.answered = true;
+    out.reply = make_message(std::move(xs)...);
+  };
+}
 
-template <class... Outputs>
-struct reply_collector<caf::detail::type_list<Outputs...>> {
-  static auto make(outcome& out) {
-    return [&out](Outputs&... xs) {
-      out.answered = true;
-      out.reply = make_message(std::move(xs)...);
-    };
-  }
-};
+/// While a row is sent: what it sent, each request as the types it
+/// carries (its verb first).
+std::set<std::type_index>* sent_by_row = nullptr;
 
 /// Sends one request of `node_actor` and waits for its answer.
 template <class... Ts>
 outcome ask(scoped_actor& self, const node_actor& node, Ts... xs) {
   using outputs = response_type_t<typename node_actor::signatures, Ts...>;
+  if (sent_by_row != nullptr)
+    sent_by_row->insert(typeid(type_list<Ts...>));
   outcome out;
   self->request(node, answer_timeout, std::move(xs)...)
-    .receive(reply_collector<outputs>::make(out), [&out](error& err) {
+    .receive(reply_collector(out, outputs{}), [&out](error& err) {
       out.answered = err != sec::request_timeout;
       out.err = std::move(err);
     });
@@ -326,6 +335,13 @@ std::vector<bad_request> secret_rows(mode from) {
                                  ? ""
                                  : "not read back as queued";
                       })));
+  rows.push_back(fine("flush: no deadline (ok once what is queued is "
+                      "durable)",
+                      s,
+                      [](scoped_actor& self, const node_actor& node) {
+                        return ask(self, node, flush_atom::value);
+                      },
+                      answered_ok()));
   rows.push_back(refused("flush: a negative deadline", s,
                          [](scoped_actor& self, const node_actor& node) {
                            return ask(self, node, flush_atom::value,
@@ -752,7 +768,39 @@ struct table_run {
   std::size_t wrong_answers = 0;
   /// Rows after which a valid request of the same service failed.
   std::size_t stopped_serving = 0;
+  /// Requests of a service's interface that no row sent.
+  std::size_t requests_without_rows = 0;
 };
+
+std::string type_name(const std::type_info& x) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name{
+    abi::__cxa_demangle(x.name(), nullptr, nullptr, &status), std::free};
+  return status == 0 ? name.get() : x.name();
+}
+
+/// "lookup(coalesce::secret_key)": how a missing row is named.
+template <class Atom, class... Args>
+std::string request_name(type_list<Atom, Args...>) {
+  std::string args;
+  ((args += (args.empty() ? "" : ", ") + type_name(typeid(Args))), ...);
+  return to_string(Atom::value) + "(" + args + ")";
+}
+
+/// The requests of every service that no row sent, each named.
+std::vector<std::string>
+requests_without_rows(const std::set<std::type_index>& sent) {
+  std::vector<std::string> result;
+  for_each_service([&](auto service) {
+    using requests = typename decltype(service)::requests;
+    for_each_type(signatures_in<requests>{}, [&](auto signature) {
+      using inputs = inputs_of<decltype(signature)>;
+      if (sent.count(typeid(inputs)) == 0)
+        result.push_back(request_name(inputs{}));
+    });
+  });
+  return result;
+}
 
 /// Sends every row, checks its answer, then probes its service.
 table_run run_table(actor_system& sys, const node_actor& node,
@@ -760,9 +808,12 @@ table_run run_table(actor_system& sys, const node_actor& node,
                     backfill_ticket probe_ticket) {
   scoped_actor self{sys};
   table_run run;
+  std::set<std::type_index> sent;
   for (const auto& row : rows) {
     ++run.tried;
+    sent_by_row = &sent;
     auto out = row.send(self, node);
+    sent_by_row = nullptr;
     auto verdict = judge(sys, row, out);
     if (!verdict.empty())
       ++run.wrong_answers;
@@ -773,6 +824,10 @@ table_run run_table(actor_system& sys, const node_actor& node,
       CAF_ERROR("after " << row.name << ", the node no longer serves: "
                          << broken);
     }
+  }
+  for (const auto& missing : requests_without_rows(sent)) {
+    ++run.requests_without_rows;
+    CAF_ERROR("no row sends the request " << missing);
   }
   return run;
 }
@@ -872,6 +927,7 @@ CAF_TEST(every bad request in process is refused clearly and the node keeps serv
                        node.probe_ticket);
   CAF_CHECK_EQUAL(run.wrong_answers, 0u);
   CAF_CHECK_EQUAL(run.stopped_serving, 0u);
+  CAF_CHECK_EQUAL(run.requests_without_rows, 0u);
   scoped_actor self{node.sys};
   CAF_CHECK_EQUAL(probe(node.sys, self, node.gateway, service::node,
                         node.probe_ticket),
@@ -912,6 +968,7 @@ CAF_TEST(every bad request from another node is refused clearly and the node kee
   }
   CAF_CHECK_EQUAL(run.wrong_answers, 0u);
   CAF_CHECK_EQUAL(run.stopped_serving, 0u);
+  CAF_CHECK_EQUAL(run.requests_without_rows, 0u);
   scoped_actor self{client_sys};
   auto stats = reply_as<node_stats>(ask(self, *remote, stats_atom::value));
   CAF_REQUIRE(stats);
