@@ -216,11 +216,21 @@ test_acknowledged_writes_survive_kill_9_under_load() {
       echo "e$events m.text $((1700000000 + events)) body $events"
     done | cli timeline append "$room" >/dev/null || { problem "timeline append failed"; return; }
     rm -f "$dir/stop"
+    local acked_before
+    acked_before=$(wc -l <"$dir/secret.acked" 2>/dev/null || echo 0)
     drive_secrets "$dir" & local secrets_pid=$!
     drive_sessions "$dir" & local sessions_pid=$!
     drive_backfills "$dir" "$room" & local backfills_pid=$!
+    # The load is under way once a flush of this cycle was acknowledged (a
+    # loaded sanitizer build took longer than the kill's whole window to get
+    # there, 20 cycles in a row, and the run checked nothing acknowledged).
+    local deadline=$((SECONDS + 60))
+    until [ "$(wc -l <"$dir/secret.acked" 2>/dev/null || echo 0)" -gt "$acked_before" ] \
+          || [ $SECONDS -ge $deadline ]; do
+      sleep 0.05
+    done
     # The kill's moment is the random part of the test, not a wait for
-    # anything: 0.2 to 1.5 s into the load.
+    # anything: 0.2 to 1.5 s further into the load.
     sleep "0.$((RANDOM % 13 + 2))"
     # (bash's "Killed" job notice goes to the group's stderr)
     { kill -KILL "$NODE_PID"; wait_exit "$NODE_PID" 30; } 2>/dev/null
