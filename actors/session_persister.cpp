@@ -624,33 +624,37 @@ std::vector<caf::actor> untyped(const std::vector<session_io_actor>& io) {
   return result;
 }
 
-} // namespace
-
-session_persister_actors spawn_session_persister_actors(caf::actor_system& sys,
-                                          std::shared_ptr<storage::database> db,
-                                          session_persister_options options) {
+/// The I/O actors (each made by `spawn_io`) and the persister on top.
+template <class SpawnIo>
+session_persister_actors
+spawn_with_io(caf::actor_system& sys, std::shared_ptr<storage::database> db,
+              session_persister_options options, SpawnIo spawn_io) {
   std::vector<session_io_actor> io;
   for (std::size_t i = 0; i < std::max<std::size_t>(options.io_workers, 1);
        ++i)
-    io.push_back(spawn_detached_session_io_worker(sys, db));
+    io.push_back(spawn_io(sys, db));
   session_persister_actors service;
   service.io = untyped(io);
   service.persister = spawn_session_persister(sys, std::move(io), options);
   return service;
 }
 
+} // namespace
+
+session_persister_actors
+spawn_session_persister_actors(caf::actor_system& sys,
+                               std::shared_ptr<storage::database> db,
+                               session_persister_options options) {
+  return spawn_with_io(sys, std::move(db), std::move(options),
+                       spawn_detached_session_io_worker);
+}
+
 session_persister_actors
 spawn_session_persister_actors_scheduled(caf::actor_system& sys,
                                          std::shared_ptr<storage::database> db,
                                          session_persister_options options) {
-  std::vector<session_io_actor> io;
-  for (std::size_t i = 0; i < std::max<std::size_t>(options.io_workers, 1);
-       ++i)
-    io.push_back(spawn_scheduled_session_io_worker(sys, db));
-  session_persister_actors service;
-  service.io = untyped(io);
-  service.persister = spawn_session_persister(sys, std::move(io), options);
-  return service;
+  return spawn_with_io(sys, std::move(db), std::move(options),
+                       spawn_scheduled_session_io_worker);
 }
 
 } // namespace coalesce
