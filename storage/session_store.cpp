@@ -36,11 +36,11 @@ std::string prefix_end(std::string prefix) {
   return prefix;
 }
 
-std::string encode_blob(const session_write& write) {
+std::string encode_blob(const session_write& write, uint64_t generation) {
   std::string out;
   out.reserve(head_size + write.blob.size());
   out.push_back(static_cast<char>(blob_format));
-  bytes::put_u64_be(out, write.generation);
+  bytes::put_u64_be(out, generation);
   out += write.blob;
   return out;
 }
@@ -97,6 +97,21 @@ read_head(database::impl& state, const std::string& session) {
   if (!*found)
     return std::optional<stored_head>{};
   return std::optional<stored_head>{head};
+}
+
+/// `f(state, head)` with the stored head of `session` (none: nothing is
+/// stored), once the id is checked and the database is open.
+template <class T, class F>
+caf::expected<T> with_stored_head(database& db, const std::string& session,
+                                  F f) {
+  if (auto what = invalid_session_id(session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  return with_open_database(db, [&](database::impl& state) -> caf::expected<T> {
+    auto head = read_head(state, session);
+    if (!head)
+      return std::move(head.error());
+    return f(state, *head);
+  });
 }
 
 std::string encode_update(const session_update& update) {
@@ -169,11 +184,11 @@ caf::error stale(const session_write& write, uint64_t stored) {
 }
 
 rocksdb::Status add_to_batch(database::impl& state, rocksdb::WriteBatch& batch,
-                             const session_write& write) {
+                             const session_write& write, uint64_t generation) {
   auto updates = state.handle(family::session_updates);
   auto status = batch.Put(state.handle(family::sessions),
                           session_key_prefix(write.session),
-                          encode_blob(write));
+                          encode_blob(write, generation));
   for (const auto& update : write.updates)
     if (status.ok())
       status = batch.Put(updates, update_key(write.session, update.id),
@@ -189,25 +204,26 @@ rocksdb::Status add_to_batch(database::impl& state, rocksdb::WriteBatch& batch,
 
 session_group_result
 save_session_group(database& db, const std::vector<session_write>& writes,
-                   std::optional<durability> mode) {
+                   std::optional<durability> mode, known_generations* known) {
   session_group_result result;
   result.refused.resize(writes.size());
+  // The generation each session holds once the batch lands: a second
+  // write of one session in the group is checked against the first.
+  std::unordered_map<std::string, uint64_t> in_group;
   result.failure = with_open_database(db, [&](database::impl& state)
                                             -> caf::error {
     rocksdb::WriteBatch batch;
-    // The generation each session holds once the batch lands: a second
-    // write of one session in the group is checked against the first.
-    std::unordered_map<std::string, uint64_t> in_group;
     for (std::size_t i = 0; i < writes.size(); ++i) {
       const auto& write = writes[i];
       if (auto err = check_write(write)) {
         result.refused[i] = std::move(err);
         continue;
       }
-      auto known = in_group.find(write.session);
       std::optional<uint64_t> stored;
-      if (known != in_group.end()) {
-        stored = known->second;
+      if (auto i = in_group.find(write.session); i != in_group.end()) {
+        stored = i->second;
+      } else if (known != nullptr && known->count(write.session) > 0) {
+        stored = known->at(write.session);
       } else {
         auto head = read_head(state, write.session);
         if (!head)
@@ -215,13 +231,17 @@ save_session_group(database& db, const std::vector<session_write>& writes,
         if (*head)
           stored = (*head)->generation;
       }
-      if (stored && write.generation < *stored) {
+      auto generation = write.generation;
+      if (write.generation_from_storage)
+        generation = stored.value_or(0);
+      if (stored && generation < *stored) {
         result.refused[i] = stale(write, *stored);
         continue;
       }
-      if (auto status = add_to_batch(state, batch, write); !status.ok())
+      if (auto status = add_to_batch(state, batch, write, generation);
+          !status.ok())
         return to_error(status, "building the session batch");
-      in_group[write.session] = write.generation;
+      in_group[write.session] = generation;
     }
     if (batch.Count() == 0)
       return caf::none;
@@ -229,23 +249,39 @@ save_session_group(database& db, const std::vector<session_write>& writes,
     return to_error(state.write(mode, &batch),
                     "writing the session batch");
   });
+  if (known != nullptr) {
+    // A failed batch may or may not have landed: its sessions are read
+    // again next time.
+    for (const auto& [session, generation] : in_group)
+      if (result.failure)
+        known->erase(session);
+      else
+        (*known)[session] = generation;
+  }
   return result;
 }
 
 caf::error erase_session(database& db, const std::string& session,
-                         uint64_t generation, std::optional<durability> mode) {
+                         std::optional<uint64_t> tombstone,
+                         std::optional<durability> mode) {
   if (auto what = invalid_session_id(session); !what.empty())
     return make_error(errc::invalid_request, std::move(what));
   return with_open_database(db, [&](database::impl& state) -> caf::error {
-    auto head = read_head(state, session);
-    if (!head)
-      return std::move(head.error());
-    if (*head)
-      generation = std::max(generation, (*head)->generation);
     auto prefix = session_key_prefix(session);
     rocksdb::WriteBatch batch;
-    auto status = batch.Put(state.handle(family::sessions), prefix,
-                            encode_tombstone(generation));
+    rocksdb::Status status;
+    if (tombstone) {
+      auto head = read_head(state, session);
+      if (!head)
+        return std::move(head.error());
+      auto generation = *tombstone;
+      if (*head)
+        generation = std::max(generation, (*head)->generation);
+      status = batch.Put(state.handle(family::sessions), prefix,
+                         encode_tombstone(generation));
+    } else {
+      status = batch.Delete(state.handle(family::sessions), prefix);
+    }
     if (status.ok())
       status = batch.DeleteRange(state.handle(family::session_updates), prefix,
                                  prefix_end(prefix));
@@ -254,6 +290,27 @@ caf::error erase_session(database& db, const std::string& session,
     return to_error(state.write(mode, &batch),
                     "deleting the session");
   });
+}
+
+caf::expected<bool> purge_tombstone(database& db, const std::string& session,
+                                    uint64_t generation,
+                                    std::optional<durability> mode) {
+  return with_stored_head<bool>(
+    db, session,
+    [&](database::impl& state,
+        const std::optional<stored_head>& head) -> caf::expected<bool> {
+      if (!head || !head->tombstone || head->generation > generation)
+        return false;
+      rocksdb::WriteBatch batch;
+      auto status = batch.Delete(state.handle(family::sessions),
+                                 session_key_prefix(session));
+      if (!status.ok())
+        return to_error(status, "building the tombstone purge");
+      if (auto err = to_error(state.write(mode, &batch),
+                              "purging the tombstone"))
+        return err;
+      return true;
+    });
 }
 
 caf::expected<session_record> load_session(database& db,
@@ -302,17 +359,15 @@ caf::expected<session_record> load_session(database& db,
 
 caf::expected<std::optional<uint64_t>>
 stored_generation(database& db, const std::string& session) {
-  using result_type = caf::expected<std::optional<uint64_t>>;
-  if (auto what = invalid_session_id(session); !what.empty())
-    return make_error(errc::invalid_request, std::move(what));
-  return with_open_database(db, [&](database::impl& state) -> result_type {
-    auto head = read_head(state, session);
-    if (!head)
-      return std::move(head.error());
-    if (!*head)
-      return std::optional<uint64_t>{};
-    return std::optional<uint64_t>{(*head)->generation};
-  });
+  using generation = std::optional<uint64_t>;
+  return with_stored_head<generation>(
+    db, session,
+    [](database::impl&, const std::optional<stored_head>& head)
+      -> caf::expected<generation> {
+      if (!head)
+        return generation{};
+      return generation{head->generation};
+    });
 }
 
 } // namespace coalesce::storage

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -58,11 +59,16 @@ struct session_write {
   std::vector<std::string> removed;
   /// The writer's generation, stored with the blob (store-side fencing).
   uint64_t generation = 0;
+  /// The writer has no generation of its own (a handle never registered,
+  /// of a session the persister knows nothing of): the write carries the
+  /// one storage holds (0 when nothing is), so it passes the check.
+  bool generation_from_storage = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_write& x) {
-  return f(x.session, x.blob, x.updates, x.removed, x.generation);
+  return f(x.session, x.blob, x.updates, x.removed, x.generation,
+           x.generation_from_storage);
 }
 
 /// Empty when `session` is a valid session id, else why not.
@@ -85,21 +91,39 @@ struct session_group_result {
   bool written = false;
 };
 
+/// The generation storage holds for sessions whose every write goes
+/// through one caller (the persister's I/O actor of those sessions), kept by
+/// that caller from group to group so that a group need not read what it
+/// wrote itself. Valid only while nothing else writes those sessions.
+using known_generations = std::unordered_map<std::string, uint64_t>;
+
 /// Group commit: every write not refused (checked one by one, each
 /// against the stored generation or an earlier write of the same session
 /// in the group) goes into one WriteBatch, written once (one fsync when
-/// synced). Each session's part is atomic; so is the whole group.
+/// synced). Each session's part is atomic; so is the whole group. With
+/// `known`, a session found there is checked against it instead of a read,
+/// and the group's outcome is recorded there (a failed batch forgets its
+/// sessions).
 session_group_result
 save_session_group(database& db, const std::vector<session_write>& writes,
-                   std::optional<durability> mode = std::nullopt);
+                   std::optional<durability> mode = std::nullopt,
+                   known_generations* known = nullptr);
 
 /// Removes the blob and every update row of `session` (one range delete of
 /// its update rows) in one batch, leaving a tombstone with the higher of
-/// `generation` and the stored generation. Erasing an unknown session is no
-/// error.
+/// `tombstone` and the stored generation; with none, leaving nothing.
+/// Erasing an unknown session is no error.
 caf::error erase_session(database& db, const std::string& session,
-                         uint64_t generation = 0,
+                         std::optional<uint64_t> tombstone = 0,
                          std::optional<durability> mode = std::nullopt);
+
+/// Removes the tombstone of `session` if it is one of at most `generation`
+/// (it fences nothing any more); a blob or a higher tombstone stays. Whether
+/// it removed one.
+caf::expected<bool> purge_tombstone(database& db, const std::string& session,
+                                    uint64_t generation,
+                                    std::optional<durability> mode
+                                    = std::nullopt);
 
 /// The generation stored for `session` (its blob's or its tombstone's);
 /// none when nothing is stored.
