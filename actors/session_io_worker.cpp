@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include <coalesce/actors/guarded_write.hpp>
 #include <coalesce/actors/parked_requests.hpp>
@@ -20,8 +21,8 @@ struct session_io_state {
   /// services.
   std::shared_ptr<storage::database> db;
   /// The group forming: writes that arrived since the last commit, in
-  /// arrival order. The first write into an empty group sends the `commit`
-  /// that writes it (unless an erase, load or read writes it first).
+  /// arrival order. Written once the mailbox is empty after a write (or
+  /// before an erase, load or read).
   std::vector<storage::session_write> pending;
   /// The writers' `write` requests, parked until their group is written:
   /// `commit_pending` answers each with ok or with its error; when the
@@ -30,6 +31,11 @@ struct session_io_state {
     "the session I/O actor"};
   /// The id in `waiters` of each write in `pending`, at the same index.
   std::vector<uint64_t> pending_waiters;
+  /// The generation storage holds for the sessions this actor wrote (it
+  /// writes every write of its sessions), so that a group reads no stored
+  /// generation it wrote itself; forgotten on an erase or a purge, and all
+  /// of it past `max_known` sessions.
+  storage::known_generations known;
   /// Groups written (one WriteBatch each), for the persister's stats.
   uint64_t groups = 0;
   /// Batches written while the database syncs every write (groups and
@@ -38,6 +44,9 @@ struct session_io_state {
 };
 
 using io_pointer = session_io_actor::stateful_pointer<session_io_state>;
+
+/// Sessions whose stored generation an I/O actor keeps at most (a few MB).
+constexpr std::size_t max_known = 65536;
 
 void count_batch(io_pointer self) {
   if (self->state.db->mode() == storage::durability::synced)
@@ -55,7 +64,10 @@ void commit_pending(io_pointer self) {
   st.pending_waiters.clear();
   storage::session_group_result result;
   auto failure = guarded_write(*st.db, [&] {
-    result = storage::save_session_group(*st.db, writes);
+    if (st.known.size() > max_known)
+      st.known.clear();
+    result = storage::save_session_group(*st.db, writes, std::nullopt,
+                                         &st.known);
     return result.failure;
   });
   if (result.written) {
@@ -81,24 +93,43 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
   return {
     [self](write_atom, storage::session_write& write) {
       auto& st = self->state;
-      if (st.pending.empty())
-        self->send(self, commit_atom::value);
       auto promise = self->make_response_promise<ok_atom>();
       st.pending.push_back(std::move(write));
       st.pending_waiters.push_back(st.waiters.park(promise));
+      // Everything that reached the actor while it wrote the last group is
+      // in the mailbox now: the group closes with the last of it, and no
+      // message to itself delays the write.
+      if (self->mailbox().empty())
+        commit_pending(self);
       return promise;
     },
-    [self](commit_atom) { commit_pending(self); },
-    [self](erase_atom, const std::string& session,
-           uint64_t generation) -> caf::result<ok_atom> {
+    [self](erase_atom, const std::string& session, uint64_t generation,
+           bool tombstone) -> caf::result<ok_atom> {
       commit_pending(self);
+      self->state.known.erase(session);
       auto& db = *self->state.db;
       if (auto err = guarded_write(db, [&] {
-            return storage::erase_session(db, session, generation);
+            return storage::erase_session(
+              db, session,
+              tombstone ? std::optional<uint64_t>{generation} : std::nullopt);
           }))
         return err;
       count_batch(self);
       return ok_atom::value;
+    },
+    [self](purge_atom, const std::string& session, uint64_t generation) {
+      commit_pending(self);
+      self->state.known.erase(session);
+      auto& db = *self->state.db;
+      auto purged = guarded_write(db, [&] {
+        return storage::purge_tombstone(db, session, generation);
+      });
+      if (!purged)
+        spdlog::warn("session persister: the tombstone of session {} stays: "
+                     "{}",
+                     session, self->system().render(purged.error()));
+      else if (*purged)
+        count_batch(self);
     },
     [self](load_atom, const std::string& session)
       -> caf::result<session_record> {
@@ -118,6 +149,7 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
                                          stored->value_or(0)};
     },
     [self](stats_atom) -> caf::result<uint64_t, uint64_t> {
+      commit_pending(self);
       return caf::result<uint64_t, uint64_t>{self->state.groups,
                                              self->state.fsyncs};
     },

@@ -11,19 +11,24 @@
 /// persister spawns it and talks to it, and its writers.
 ///
 /// Group commit: a write is not written when it arrives but appended to
-/// the pending group; the first write of a group sends the actor `commit`,
-/// which lands behind every message that already arrived, so a group is
-/// everything that reached the actor while the previous group was written.
-/// A group is one WriteBatch and one fsync; each write in it is checked
-/// against its session's stored generation on its own (a stale one fails
-/// alone), and a failure of the batch fails every write it carried. An
-/// erase, a load or a generation read first commits the pending group, so
-/// they see every write that arrived before them.
-///
+/// the pending group, which is written when the actor's mailbox is empty
+/// after a write, and before any other request is handled. So a group is
+/// everything that reached the actor while the previous group was written,
+/// and no message to itself stands between a write and its answer. A group
+/// is one WriteBatch and one fsync; each write in it is checked against its
+/// session's stored generation on its own (a stale one fails alone), and a
+/// failure of the batch fails every write it carried. An erase, a load, a
+/// tombstone purge or a generation read sees every write that arrived
+/// before it.
+
 /// Fencing holds because the persister sends every call of one session to
 /// the same I/O actor, and an actor handles one message at a time: the
 /// check of a session's stored generation and the write after it never
 /// race with another write of that session.
+/// For the same reason the actor may remember the generation it wrote for
+/// each of its sessions and check the next write against that instead of
+/// reading it (`storage::known_generations`); an erase, a purge or a failed
+/// batch makes it read again.
 ///
 /// Failure: a failed write or erase is answered with its error (storage's,
 /// or while the database recovers from a fault the recovery's, see

@@ -30,9 +30,12 @@ namespace {
 /// A live writer, as the persister knows it.
 struct writer_entry {
   session_writer_actor writer;
-  /// Messages sent (or delegated) to the writer; `retire` compares it with
-  /// what the writer received.
+  /// Messages sent (or delegated) to the writer; a `written` that says it
+  /// is idle is compared with what the writer received.
   uint64_t sent = 0;
+  /// The handle of the last persist sent to it: where its queued write
+  /// comes from, re-resolved (`restand`) when a register changes it.
+  session_handle_actor last_handle;
 };
 
 /// One running `flushall`, under the id of its parked request.
@@ -51,14 +54,14 @@ struct persister_state {
   /// The I/O actors; every call about one session goes to the same one
   /// (`io_for`), so storage's fencing check never races.
   std::vector<session_io_actor> io;
-  /// The decisions about handles: generations, tombstones, failed sessions.
+  /// The decisions about handles: generations, retired handles, failed
+  /// sessions.
   session_registry registry;
-  /// The session handles monitored (each once); a death reaches
-  /// `registry.handle_down`.
+  /// The handles monitored (each once): registered ones and those a delete
+  /// named; a death reaches `registry.handle_down`.
   caller_monitor handles;
   /// The writer of each session with work. An entry goes when its writer
-  /// retires (`retire` answered yes) or dies; the next request about the
-  /// session spawns a new one.
+  /// retires or dies; the next request about the session spawns a new one.
   std::unordered_map<std::string, writer_entry> writers;
   /// Every lease issued and not yet released, with its session: a client's
   /// `release` finds the writer through it (errc::not_found for any other
@@ -66,9 +69,15 @@ struct persister_state {
   std::unordered_map<uint64_t, std::string> leases;
   /// The id of the next lease; never 0.
   uint64_t next_lease = 1;
+  /// What waits for an earlier request of a session that reads storage's
+  /// generation first (a register or delete of a session not known yet),
+  /// by session, in arrival order: the session's requests take effect in
+  /// the order they arrived.
+  std::unordered_map<std::string, std::vector<std::function<void(caf::error)>>>
+    in_line;
 
-  // The six lists of parked requests. Each answers what is still in it
-  // with errc::stopped_before_answer when the persister stops.
+  // The lists of parked requests. Each answers what is still in it with
+  // errc::stopped_before_answer when the persister stops.
 
   /// Clients' `flushall`: answered with the number of sessions not written
   /// once every session its `flush_runs` entry waits for is done (at once
@@ -84,31 +93,26 @@ struct persister_state {
   /// when no live handle is left to retry from.
   parked_requests<caf::typed_response_promise<ok_atom>> idle_waits{
     "the session persister"};
-  /// Clients' `register`, waiting until storage's generation of the session
-  /// is known (`with_stored_generation`): answered with the handle's new
-  /// generation, or with the read's error.
+  /// Clients' `register` and `isdeleted`, `persist`, `exclusive` and
+  /// `unflushed` in line behind one (`in_line`): answered (or delegated to
+  /// the writer) when their turn comes.
   parked_requests<caf::typed_response_promise<uint64_t>> registers{
     "the session persister"};
-  /// Clients' `delete`: waits for storage's generation, then for the
-  /// writer's erase (which waits for the running write); answered ok, or
-  /// with the error of the read or of the erase.
+  parked_requests<caf::typed_response_promise<bool>> questions{
+    "the session persister"};
+  parked_requests<caf::typed_response_promise<ok_atom>> persists{
+    "the session persister"};
+  parked_requests<caf::typed_response_promise<session_lease>> lease_asks{
+    "the session persister"};
+  /// Clients' `delete`: waits for its turn (and storage's generation), then
+  /// for the writer's erase (which waits for the running write); answered
+  /// ok, or with the error of the read or of the erase.
   parked_requests<caf::typed_response_promise<ok_atom>> deletes{
     "the session persister"};
-  /// Writers' `resolve`, waiting for storage's generation: answered with
-  /// the handle to write from and the generation the write carries, or with
-  /// the registry's refusal (errc::session_deleted, errc::handle_superseded,
-  /// errc::handle_gone) or the read's error.
-  parked_requests<caf::typed_response_promise<session_handle_actor, uint64_t>>
-    resolves{"the session persister"};
   /// Clients' `stats`, waiting for every I/O actor's groups and fsyncs:
   /// answered once the last one answered (one that fails counts nothing).
   parked_requests<caf::typed_response_promise<session_persister_stats>> stats_asks{
     "the session persister"};
-
-  /// What waits for storage's generation of a session, by session: one read
-  /// through the session's I/O actor serves all of it.
-  std::unordered_map<std::string, std::vector<std::function<void(caf::error)>>>
-    generation_loads;
   /// The counters `stats` answers; `active_writers`, `failed_sessions`,
   /// `groups` and `fsyncs` are filled in when asked.
   session_persister_stats stats;
@@ -156,11 +160,22 @@ caf::error check_rows(const session_persister_options& options,
   return caf::none;
 }
 
-/// Monitors `handle` once; whether it is alive (not reported down).
-bool watch(persister_pointer self, const session_handle_actor& handle) {
-  auto addr = address_of(handle);
-  self->state.handles.watch(self, addr);
-  return self->state.handles.watching(addr);
+caf::error check_snapshot(const session_persister_options& options,
+                          const std::optional<session_snapshot>& snapshot) {
+  if (snapshot && snapshot->blob.size() > options.max_blob)
+    return make_error(errc::invalid_request,
+                      "the snapshot has " + std::to_string(snapshot->blob.size())
+                        + " bytes, more than persister-max-blob "
+                        + std::to_string(options.max_blob));
+  return caf::none;
+}
+
+/// Whether `handle` is alive as far as this node knows: a local actor that
+/// terminated, or a proxy of a remote one reported down, is cleaned up.
+bool alive(const session_handle_actor& handle) {
+  auto* actor = caf::actor_cast<caf::abstract_actor*>(handle);
+  return actor != nullptr
+         && !actor->getf(caf::abstract_actor::is_cleaned_up_flag);
 }
 
 const session_io_actor& io_for(persister_pointer self,
@@ -169,27 +184,36 @@ const session_io_actor& io_for(persister_pointer self,
   return io[std::hash<std::string>{}(session) % io.size()];
 }
 
-/// Runs `next` once the registry knows what storage holds for `session`
-/// (at once when it does; else after one read through the session's I/O
-/// actor, shared by everything that waits meanwhile). Never blocks.
-void with_stored_generation(persister_pointer self, const std::string& session,
-                            std::function<void(caf::error)> next) {
+/// Whether a request of `session` must wait in line: an earlier one waits
+/// for storage's generation, or this one needs it and it is not known.
+bool must_wait(persister_pointer self, const std::string& session,
+               bool needs_generation) {
   auto& st = self->state;
-  if (st.registry.knows_stored(session)) {
+  return st.in_line.count(session) > 0
+         || (needs_generation && !st.registry.knows_stored(session));
+}
+
+/// Runs `next` when the earlier requests of `session` in line ran, and,
+/// when `needs_generation`, once the registry knows what storage holds (one
+/// read through the session's I/O actor, shared by the line). Never blocks.
+void in_order(persister_pointer self, const std::string& session,
+              bool needs_generation, std::function<void(caf::error)> next) {
+  auto& st = self->state;
+  if (!must_wait(self, session, needs_generation)) {
     next(caf::none);
     return;
   }
-  auto& waiting = st.generation_loads[session];
-  waiting.push_back(std::move(next));
-  if (waiting.size() > 1)
+  auto& line = st.in_line[session];
+  line.push_back(std::move(next));
+  if (line.size() > 1)
     return;
   auto done = [self, session](caf::error err) {
-    auto i = self->state.generation_loads.find(session);
-    if (i == self->state.generation_loads.end())
+    auto i = self->state.in_line.find(session);
+    if (i == self->state.in_line.end())
       return;
-    auto waiting = std::move(i->second);
-    self->state.generation_loads.erase(i);
-    for (auto& next : waiting)
+    auto line = std::move(i->second);
+    self->state.in_line.erase(i);
+    for (auto& next : line)
       next(err);
   };
   self
@@ -205,17 +229,49 @@ void with_stored_generation(persister_pointer self, const std::string& session,
 }
 
 /// The session's writer, spawned when it has none; counts one message sent.
-const session_writer_actor& writer_for(persister_pointer self,
-                                       const std::string& session) {
+/// `handle` (when given) is where the message's write comes from.
+writer_entry& writer_for(persister_pointer self, const std::string& session,
+                         const session_handle_actor& handle = {}) {
   auto& st = self->state;
   auto i = st.writers.find(session);
   if (i == st.writers.end()) {
     auto writer = spawn_session_writer(self, session, io_for(self, session),
                                        st.options);
-    i = st.writers.emplace(session, writer_entry{std::move(writer), 0}).first;
+    i = st.writers.emplace(session, writer_entry{std::move(writer), 0, {}})
+          .first;
   }
   ++i->second.sent;
-  return i->second.writer;
+  if (handle)
+    i->second.last_handle = handle;
+  return i->second;
+}
+
+/// The persist a writer gets: where the write comes from and with which
+/// generation, decided now from the registry.
+caf::expected<write_order>
+resolve_persist(persister_pointer self, const std::string& session,
+                const session_handle_actor& handle,
+                std::optional<session_snapshot>& snapshot,
+                std::vector<session_update>& updates,
+                std::vector<std::string>& removed) {
+  auto& st = self->state;
+  auto source = st.registry.source_for(session, handle, alive(handle));
+  if (!source)
+    return std::move(source.error());
+  write_order order;
+  if (auto generation = st.registry.generation_of(session, *source)) {
+    order.generation = *generation;
+    order.generation_known = true;
+  }
+  if (snapshot && *source == handle) {
+    order.has_snapshot = true;
+    order.snapshot = std::move(snapshot->blob);
+  }
+  order.source = std::move(*source);
+  order.updates = std::move(updates);
+  order.removed = std::move(removed);
+  ++st.stats.queued_requests;
+  return order;
 }
 
 /// An internal persist with no new rows from `source`: retries a failed
@@ -224,16 +280,22 @@ void retry_write(persister_pointer self, const std::string& session,
                  const session_handle_actor& source,
                  std::function<void(caf::error)> done) {
   ++self->state.stats.queued_requests;
+  write_order order;
+  order.source = source;
+  if (auto generation = self->state.registry.generation_of(session, source)) {
+    order.generation = *generation;
+    order.generation_known = true;
+  }
   self
-    ->request(writer_for(self, session), caf::infinite, persist_atom::value,
-              source, std::vector<session_update>{},
-              std::vector<std::string>{})
+    ->request(writer_for(self, session, source).writer, caf::infinite,
+              persist_atom::value, std::move(order))
     .then([done](ok_atom) { done(caf::none); },
           [done](caf::error& err) { done(std::move(err)); });
 }
 
 caf::result<ok_atom> on_persist(persister_pointer self, std::string& session,
                                 session_handle_actor& handle,
+                                std::optional<session_snapshot> snapshot,
                                 std::vector<session_update>& updates,
                                 std::vector<std::string>& removed) {
   auto& st = self->state;
@@ -241,14 +303,41 @@ caf::result<ok_atom> on_persist(persister_pointer self, std::string& session,
     return err;
   if (auto err = check_rows(st.options, updates, removed))
     return err;
-  auto alive = watch(self, handle);
-  auto source = st.registry.source_for(session, handle, alive);
-  if (!source)
-    return std::move(source.error());
-  ++st.stats.queued_requests;
-  return self->delegate(writer_for(self, session), persist_atom::value,
-                        std::move(*source), std::move(updates),
-                        std::move(removed));
+  if (auto err = check_snapshot(st.options, snapshot))
+    return err;
+  if (!must_wait(self, session, false)) {
+    auto order = resolve_persist(self, session, handle, snapshot, updates,
+                                 removed);
+    if (!order)
+      return std::move(order.error());
+    return self->delegate(writer_for(self, session, handle).writer,
+                          persist_atom::value, std::move(*order));
+  }
+  auto promise = self->make_response_promise<ok_atom>();
+  auto id = st.persists.park(promise);
+  struct request {
+    std::string session;
+    session_handle_actor handle;
+    std::optional<session_snapshot> snapshot;
+    std::vector<session_update> updates;
+    std::vector<std::string> removed;
+  };
+  auto args = std::make_shared<request>(
+    request{session, handle, std::move(snapshot), std::move(updates),
+            std::move(removed)});
+  in_order(self, session, false, [self, id, args](caf::error) {
+    auto promise = self->state.persists.take(id);
+    if (!promise)
+      return;
+    auto order = resolve_persist(self, args->session, args->handle,
+                                 args->snapshot, args->updates, args->removed);
+    if (!order)
+      promise->deliver(std::move(order.error()));
+    else
+      promise->delegate(writer_for(self, args->session, args->handle).writer,
+                        persist_atom::value, std::move(*order));
+  });
+  return promise;
 }
 
 caf::result<ok_atom>
@@ -259,21 +348,22 @@ on_delete(persister_pointer self, const std::string& session,
   if (live) {
     if (auto err = check_handle(session, *live))
       return err;
-    watch(self, *live);
+    self->state.handles.watch(self, address_of(*live));
   }
   auto promise = self->make_response_promise<ok_atom>();
   auto id = self->state.deletes.park(promise);
   // The tombstone must lie above what storage holds: learn it first.
-  with_stored_generation(self, session, [=](caf::error err) {
+  in_order(self, session, true, [=](caf::error err) {
     auto& st = self->state;
     if (err) {
       st.deletes.answer(id, std::move(err));
       return;
     }
-    auto tombstone = st.registry.delete_session(session, live);
+    auto deletion = st.registry.delete_session(session, live);
     self
-      ->request(writer_for(self, session), caf::infinite, delete_atom::value,
-                tombstone)
+      ->request(writer_for(self, session).writer, caf::infinite,
+                delete_atom::value, deletion.generation,
+                deletion.tombstone_needed)
       .then([=](ok_atom) { self->state.deletes.answer(id, ok_atom::value); },
             [=](caf::error& err) {
               self->state.deletes.answer(id, std::move(err));
@@ -282,45 +372,67 @@ on_delete(persister_pointer self, const std::string& session,
   return promise;
 }
 
+/// A register changed where the queued write of `session` comes from: tell
+/// its writer, if it has one, what the registry says now.
+void restand(persister_pointer self, const std::string& session) {
+  auto& st = self->state;
+  auto i = st.writers.find(session);
+  if (i == st.writers.end() || !i->second.last_handle)
+    return;
+  auto& entry = i->second;
+  ++entry.sent;
+  auto source = st.registry.source_for(session, entry.last_handle,
+                                       alive(entry.last_handle));
+  if (!source) {
+    self->send(entry.writer, restand_atom::value, std::move(source.error()),
+               session_handle_actor{}, uint64_t{0}, false);
+    return;
+  }
+  auto generation = st.registry.generation_of(session, *source);
+  self->send(entry.writer, restand_atom::value, caf::error{}, *source,
+             generation.value_or(0), generation.has_value());
+}
+
 caf::result<uint64_t> on_register(persister_pointer self,
                                   const std::string& session,
                                   const session_handle_actor& handle) {
   if (auto err = check_handle(session, handle))
     return err;
-  watch(self, handle);
+  self->state.handles.watch(self, address_of(handle));
   auto promise = self->make_response_promise<uint64_t>();
   auto id = self->state.registers.park(promise);
   // After a restart, registers continue from the stored generation plus one.
-  with_stored_generation(self, session, [=](caf::error err) {
+  in_order(self, session, true, [=](caf::error err) {
     auto& st = self->state;
-    if (err)
+    if (err) {
       st.registers.answer(id, std::move(err));
-    else
-      st.registers.answer(id, st.registry.register_handle(session, handle));
+      return;
+    }
+    auto generation = st.registry.register_handle(session, handle);
+    if (!generation) {
+      st.registers.answer(id, std::move(generation.error()));
+      return;
+    }
+    restand(self, session);
+    st.registers.answer(id, *generation);
   });
   return promise;
 }
 
-/// Where a starting write is written from and the generation it carries.
-caf::result<session_handle_actor, uint64_t>
-on_resolve(persister_pointer self, const std::string& session,
-           const session_handle_actor& handle) {
-  auto promise = self->make_response_promise<session_handle_actor, uint64_t>();
-  auto id = self->state.resolves.park(promise);
-  with_stored_generation(self, session, [=](caf::error err) {
-    auto& st = self->state;
-    if (err) {
-      st.resolves.answer(id, std::move(err));
-      return;
-    }
-    auto source = st.registry.source_for(
-      session, handle, st.handles.watching(address_of(handle)));
-    if (!source) {
-      st.resolves.answer(id, std::move(source.error()));
-      return;
-    }
-    auto generation = st.registry.generation_of(session, *source);
-    st.resolves.answer(id, std::move(*source), generation);
+/// Runs `answer` in the session's line: at once when nothing waits in it,
+/// else parked in `list` until its turn.
+template <class T, class Answer>
+caf::result<T>
+answer_in_line(persister_pointer self, const std::string& session,
+               parked_requests<caf::typed_response_promise<T>>& list,
+               Answer answer) {
+  if (!must_wait(self, session, false))
+    return answer();
+  auto promise = self->make_response_promise<T>();
+  auto id = list.park(promise);
+  in_order(self, session, false, [self, id, &list, answer](caf::error) {
+    if (auto promise = list.take(id))
+      promise->deliver(answer());
   });
   return promise;
 }
@@ -354,6 +466,12 @@ caf::result<session_persister_stats> on_stats(persister_pointer self) {
   return promise;
 }
 
+std::optional<session_handle_actor>
+retry_source(persister_pointer self, const std::string& session) {
+  return self->state.registry.retry_source(
+    session, [](const session_handle_actor& x) { return alive(x); });
+}
+
 /// After the queued writes of `session`: retries its failed write once.
 void finish_wait_idle(persister_pointer self, const std::string& session,
                       uint64_t id) {
@@ -362,7 +480,7 @@ void finish_wait_idle(persister_pointer self, const std::string& session,
     st.idle_waits.answer(id, ok_atom::value);
     return;
   }
-  auto source = st.registry.retry_source(session);
+  auto source = retry_source(self, session);
   if (!source) {
     st.idle_waits.answer(id, make_error(errc::handle_gone,
                                         "session " + session
@@ -384,13 +502,17 @@ caf::result<ok_atom> on_wait_idle(persister_pointer self,
     return err;
   auto promise = self->make_response_promise<ok_atom>();
   auto id = st.idle_waits.park(promise);
-  if (st.writers.count(session) == 0) {
-    finish_wait_idle(self, session, id);
-    return promise;
-  }
-  self->request(writer_for(self, session), caf::infinite, barrier_atom::value)
-    .then([=](ok_atom) { finish_wait_idle(self, session, id); },
-          [=](caf::error&) { finish_wait_idle(self, session, id); });
+  in_order(self, session, false, [self, session, id](caf::error) {
+    if (self->state.writers.count(session) == 0) {
+      finish_wait_idle(self, session, id);
+      return;
+    }
+    self
+      ->request(writer_for(self, session).writer, caf::infinite,
+                barrier_atom::value)
+      .then([=](ok_atom) { finish_wait_idle(self, session, id); },
+            [=](caf::error&) { finish_wait_idle(self, session, id); });
+  });
   return promise;
 }
 
@@ -431,8 +553,9 @@ caf::result<uint64_t> on_flush_all(persister_pointer self,
     if (!st.registry.failed(session))
       queued.push_back(session);
   for (const auto& session : st.registry.failed_sessions()) {
-    auto source = st.registry.retry_source(session);
+    auto source = retry_source(self, session);
     if (!source) {
+      // Its rows stay kept, but no handle is left to write them from.
       ++run.unwritten;
       continue;
     }
@@ -443,7 +566,9 @@ caf::result<uint64_t> on_flush_all(persister_pointer self,
   }
   for (const auto& session : queued) {
     run.waiting.insert(session);
-    self->request(writer_for(self, session), caf::infinite, barrier_atom::value)
+    self
+      ->request(writer_for(self, session).writer, caf::infinite,
+                barrier_atom::value)
       .then([=](ok_atom) { flush_done(self, id, session, true); },
             [=](caf::error&) { flush_done(self, id, session, false); });
   }
@@ -452,6 +577,14 @@ caf::result<uint64_t> on_flush_all(persister_pointer self,
   else
     self->delayed_send(self, limit, caf::timeout_atom::value, id);
   return promise;
+}
+
+/// Forgets what the registry holds of `session` when nothing about it is
+/// under way here either.
+void forget_if_idle(persister_pointer self, const std::string& session) {
+  auto& st = self->state;
+  if (st.writers.count(session) == 0 && st.in_line.count(session) == 0)
+    st.registry.forget_if_idle(session);
 }
 
 void on_written(persister_pointer self, const std::string& session,
@@ -463,29 +596,29 @@ void on_written(persister_pointer self, const std::string& session,
     ++stats.snapshot_requests;
   if (report.erased)
     st.registry.mark_written(session);
-  if (!report.attempted)
-    return;
-  if (report.ok) {
-    ++stats.writes;
-    stats.rows_written += report.rows;
-    stats.rows_removed += report.removed;
-    st.registry.mark_written(session);
-  } else {
-    st.registry.mark_failed(session, report.source);
+  if (report.attempted) {
+    if (report.ok) {
+      ++stats.writes;
+      stats.rows_written += report.rows;
+      stats.rows_removed += report.removed;
+      st.registry.mark_written(session);
+    } else {
+      st.registry.mark_failed(session, report.source);
+    }
   }
-}
-
-bool on_retire(persister_pointer self, const std::string& session,
-               uint64_t received) {
-  auto& writers = self->state.writers;
-  auto i = writers.find(session);
-  if (i == writers.end()
+  if (!report.idle)
+    return;
+  // Retirement: only when the writer received everything sent to it, so
+  // nothing sent to it is lost.
+  auto i = st.writers.find(session);
+  if (i == st.writers.end()
       || caf::actor_cast<caf::actor_addr>(i->second.writer)
            != caf::actor_cast<caf::actor_addr>(self->current_sender())
-      || i->second.sent != received)
-    return false;
-  writers.erase(i);
-  return true;
+      || i->second.sent != report.received)
+    return;
+  self->send(i->second.writer, retire_atom::value);
+  st.writers.erase(i);
+  forget_if_idle(self, session);
 }
 
 /// The persister's `exclusive`: issues a lease id for the session and
@@ -495,10 +628,25 @@ caf::result<session_lease> persister_issue_lease(persister_pointer self,
   auto& st = self->state;
   if (auto err = check_session(session))
     return err;
-  session_lease lease{st.next_lease++};
-  st.leases.emplace(lease.id, session);
-  return self->delegate(writer_for(self, session), exclusive_atom::value,
-                        lease);
+  auto issue = [self, session]() -> session_lease {
+    auto& st = self->state;
+    session_lease lease{st.next_lease++};
+    st.leases.emplace(lease.id, session);
+    return lease;
+  };
+  if (!must_wait(self, session, false)) {
+    auto lease = issue();
+    return self->delegate(writer_for(self, session).writer,
+                          exclusive_atom::value, lease);
+  }
+  auto promise = self->make_response_promise<session_lease>();
+  auto id = st.lease_asks.park(promise);
+  in_order(self, session, false, [self, session, id, issue](caf::error) {
+    if (auto promise = self->state.lease_asks.take(id))
+      promise->delegate(writer_for(self, session).writer,
+                        exclusive_atom::value, issue());
+  });
+  return promise;
 }
 
 /// The persister's `release`: forgets the lease and delegates to the
@@ -514,14 +662,28 @@ caf::result<ok_atom> persister_forward_release(persister_pointer self,
   st.leases.erase(i);
   if (st.writers.count(session) == 0)
     return ok_atom::value;
-  return self->delegate(writer_for(self, session), release_atom::value, lease);
+  return self->delegate(writer_for(self, session).writer, release_atom::value,
+                        lease);
+}
+
+void on_handle_down(persister_pointer self, const caf::actor_addr& handle) {
+  auto& st = self->state;
+  if (!st.handles.forget(handle))
+    return;
+  auto death = st.registry.handle_down(handle);
+  for (const auto& [session, generation] : death.unfenced) {
+    spdlog::info("session persister: no handle of deleted session {} is "
+                 "left; its tombstone {} goes",
+                 session, generation);
+    self->send(io_for(self, session), purge_atom::value, session, generation);
+  }
+  for (const auto& session : death.sessions)
+    forget_if_idle(self, session);
 }
 
 void set_handlers(persister_pointer self) {
-  self->set_down_handler([self](caf::down_msg& msg) {
-    if (self->state.handles.forget(msg.source))
-      self->state.registry.handle_down(msg.source);
-  });
+  self->set_down_handler(
+    [self](caf::down_msg& msg) { on_handle_down(self, msg.source); });
   self->set_exit_handler([self](caf::exit_msg& msg) {
     for (auto i = self->state.writers.begin(); i != self->state.writers.end();
          ++i)
@@ -529,7 +691,9 @@ void set_handlers(persister_pointer self) {
         if (msg.reason)
           spdlog::error("session persister: the writer of session {} died: {}",
                         i->first, self->system().render(msg.reason));
+        auto session = i->first;
         self->state.writers.erase(i);
+        forget_if_idle(self, session);
         return;
       }
     if (msg.reason)
@@ -551,7 +715,13 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
     [self](persist_atom, std::string& session, session_handle_actor& handle,
            std::vector<session_update>& updates,
            std::vector<std::string>& removed) {
-      return on_persist(self, session, handle, updates, removed);
+      return on_persist(self, session, handle, std::nullopt, updates, removed);
+    },
+    [self](persist_atom, std::string& session, session_handle_actor& handle,
+           session_snapshot& snapshot, std::vector<session_update>& updates,
+           std::vector<std::string>& removed) {
+      return on_persist(self, session, handle, std::move(snapshot), updates,
+                        removed);
     },
     [self](delete_atom, const std::string& session) {
       return on_delete(self, session, std::nullopt);
@@ -564,13 +734,22 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
            const session_handle_actor& handle) -> caf::result<bool> {
       if (auto err = check_handle(session, handle))
         return err;
-      return self->state.registry.is_deleted(session, handle);
+      return answer_in_line<bool>(self, session, self->state.questions,
+                                  [self, session, handle] {
+                                    return self->state.registry.is_deleted(
+                                      session, handle);
+                                  });
     },
     [self](unflushed_atom, const std::string& session) -> caf::result<bool> {
       if (auto err = check_session(session))
         return err;
-      return self->state.writers.count(session) > 0
-             || self->state.registry.failed(session);
+      return answer_in_line<bool>(self, session, self->state.questions,
+                                  [self, session] {
+                                    return self->state.writers.count(session)
+                                             > 0
+                                           || self->state.registry.failed(
+                                             session);
+                                  });
     },
     [self](load_atom, const std::string& session)
       -> caf::result<session_record> {
@@ -591,15 +770,8 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
       return persister_forward_release(self, lease);
     },
     [self](stats_atom) { return on_stats(self); },
-    [self](resolve_atom, const std::string& session,
-           const session_handle_actor& handle) {
-      return on_resolve(self, session, handle);
-    },
     [self](written_atom, const std::string& session,
            const write_report& report) { on_written(self, session, report); },
-    [self](retire_atom, const std::string& session, uint64_t received) {
-      return on_retire(self, session, received);
-    },
     [self](release_atom, const std::string&, session_lease lease) {
       self->state.leases.erase(lease.id);
     },

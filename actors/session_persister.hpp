@@ -23,14 +23,22 @@ class database;
 /// Guarantees:
 /// - Many persists of one session cost one write: persists that arrive while
 ///   a write of the session runs merge into the next one, which carries all
-///   their update rows once and the snapshot the handle answers when that
-///   write starts. Writes of one session never overlap; the newest state is
-///   the one that lands last.
+///   their update rows once and the newest state: the snapshot the newest
+///   persist carried, or, when it carried none (or its handle was
+///   superseded since), the one the source answers when that write starts.
+///   Writes of one session never overlap; the newest state is the one that
+///   lands last. Within a merged write the later request wins: a row
+///   written again replaces the queued one, a row removed and then written
+///   again ends written.
+/// - Requests of one session take effect in the order they arrived, even
+///   when an earlier one waits for storage's generation.
 /// - A superseded handle (a newer one was registered) never writes its own
-///   state: its persists are written from the newest live handle, or refused
-///   with errc::handle_superseded. A persist whose handle died is written
-///   from the newest live handle of the session, or refused with
-///   errc::handle_gone.
+///   state: its persists are written from the newest live handle, or
+///   refused with errc::handle_superseded. Where a queued write comes from
+///   is decided again when a register supersedes its handle before it
+///   starts. A persist through a handle that died is refused with
+///   errc::handle_gone: a dead handle never writes, nor does another on its
+///   behalf.
 /// - A deleted session never comes back: a delete drops the queued persists
 ///   (errc::session_deleted), waits for the running write, erases the
 ///   session in storage, and refuses later persists through every handle
@@ -39,27 +47,36 @@ class database;
 ///   normally, after the delete.
 /// - A persist is answered once the write covering it is done, written with
 ///   the database's durability, or with the error that ended it. A failed
-///   write is kept (`unflushed` answers true) and retried by the session's
-///   next write, by `waitidle` (once) and by `flushall`.
+///   write's rows are kept (`unflushed` answers true) until a write carries
+///   them or a delete drops them, and retried by the session's next write,
+///   by `waitidle` (once) and by `flushall`, from the failed write's source
+///   or, when that died, the session's current handle.
 /// - `exclusive` answers a lease once the persists queued before it are
 ///   written; the session's writes wait until `release` or the holder dies.
+///   Releasing a lease still queued takes out that one alone.
 /// - Bad input (an empty session id or one over 255 bytes, a payload over
-///   `max_update`, an update without an id, a negative `flushall` limit) is
-///   refused with errc::invalid_request and changes nothing. A snapshot over
-///   `max_blob`, not a string, or not answered within `snapshot_timeout`
-///   fails that write like a storage failure.
-/// - Actors: the persister keeps the registry (session_registry.hpp) and
-///   routes; one writer actor per session with work runs its queue
-///   (session_queue.hpp) and retires when idle; every RocksDB call goes to
-///   one of `io_workers` detached I/O actors, always the same one for a
-///   session. Writers never block. Every request parked when an actor stops
-///   is answered with errc::stopped_before_answer.
+///   `max_update`, an update without an id, a carried snapshot over
+///   `max_blob`, a negative `flushall` limit) is refused with
+///   errc::invalid_request and changes nothing. A snapshot the handle
+///   answers over `max_blob`, not a string, or not within
+///   `snapshot_timeout` fails that write like a storage failure.
+/// - Actors: the persister keeps the registry (session_registry.hpp, whose
+///   top says what it keeps and for how long) and routes; one writer actor
+///   per session with work runs its queue (session_queue.hpp) and retires
+///   when idle; every RocksDB call goes to one of `io_workers` detached I/O
+///   actors, always the same one for a session. A solo persist is five
+///   messages to its answer (session_persister_protocol.hpp). Writers never
+///   block. Every request parked when an actor stops is answered with
+///   errc::stopped_before_answer.
 /// - Store-side fencing: every write carries its handle's generation and
 ///   storage refuses a lower one than it holds (errc::stale_generation); a
-///   delete leaves a tombstone above every generation in use. The persister
-///   learns a session's stored generation (through its I/O actor) before it
-///   first registers, resolves or deletes it: after a restart registers
-///   continue from the stored generation plus one.
+///   delete moves the session above every generation in use and, while a
+///   handle it retired is alive, leaves a tombstone there, removed once the
+///   last such handle died. The persister learns a session's stored
+///   generation (through its I/O actor) before it first registers or
+///   deletes it: after a restart registers continue from the stored
+///   generation plus one. A handle the persister has no generation for
+///   writes with the one storage holds.
 /// - Group commit: each I/O actor writes everything that reached it while
 ///   it wrote the previous group as one WriteBatch with one fsync (see
 ///   session_io_worker.hpp); `stats` counts groups and fsyncs.

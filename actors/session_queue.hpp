@@ -15,8 +15,11 @@
 /// keeps the promises behind them (parked_requests).
 ///
 /// - Persists that arrive while a job runs merge into the queued write at
-///   the tail: its update rows are appended, the newest source wins, and a
-///   removal cancels a queued row of the same id and is passed on.
+///   the tail: the later request wins. Its source (with its generation and
+///   the snapshot it carried) replaces the earlier one; its update rows are
+///   appended, replacing a queued row of the same id; its removals cancel
+///   a queued row of the same id and are passed on; a row it adds again
+///   after an earlier removal is no longer removed.
 /// - A failed write's rows are kept and merged into the next write that
 ///   starts, so a retry writes them.
 /// - `drop_writes` (a delete) takes every queued write out; erase, lease
@@ -26,7 +29,13 @@ namespace coalesce {
 
 /// The rows and waiters of one write.
 struct session_rows {
+  /// Where the write asks for its snapshot, unless it carries one.
   std::optional<session_handle_actor> source;
+  /// The generation the write carries; none: the one storage holds.
+  std::optional<uint64_t> generation;
+  /// The snapshot the newest persist carried from `source` itself: written
+  /// as is, without asking the handle.
+  std::optional<std::string> snapshot;
   std::vector<session_update> updates;
   std::vector<std::string> removed;
   std::vector<uint64_t> waiters;
@@ -43,6 +52,8 @@ struct session_job {
   uint64_t lease_id = 0;
   /// The tombstone generation of an erase job.
   uint64_t generation = 0;
+  /// Whether the erase leaves a tombstone.
+  bool tombstone = true;
 };
 
 class session_queue {
@@ -53,10 +64,23 @@ public:
   /// rows of a failed write are dropped too.
   std::vector<uint64_t> drop_writes();
 
+  /// Takes every queued write out (their source may not write); returns
+  /// their waiters. The rows of a failed write stay kept.
+  std::vector<uint64_t> refuse_queued_writes();
+
+  /// Every queued write is written from `source` with `generation` now; a
+  /// snapshot carried from another handle is dropped.
+  void change_source(const session_handle_actor& source,
+                     std::optional<uint64_t> generation);
+
+  /// Whether a write is queued (not running).
+  bool write_queued() const;
+
   void push(session_job job);
 
-  /// Removes a queued lease job; false if it is not queued.
-  bool remove_lease(uint64_t lease);
+  /// Removes a queued lease job; returns its waiter, none if it is not
+  /// queued.
+  std::optional<uint64_t> remove_lease(uint64_t lease);
 
   /// The next job, if none runs: it runs until `finish`. A write carries
   /// the kept rows of a failed write before its own.

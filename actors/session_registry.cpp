@@ -14,7 +14,18 @@ caf::actor_addr address_of(const session_handle_actor& handle) {
   return caf::actor_cast<caf::actor_addr>(handle);
 }
 
+template <class T>
+bool contains(const std::vector<T>& xs, const T& x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+caf::error deleted(const std::string& session) {
+  return make_error(errc::session_deleted, "session " + session);
+}
+
 } // namespace
+
+// -- lineage ------------------------------------------------------------------
 
 const session_registry::member*
 session_registry::lineage::find(const caf::actor_addr& addr) const {
@@ -28,7 +39,7 @@ const session_registry::member*
 session_registry::lineage::newest_alive() const {
   const member* result = nullptr;
   for (const auto& x : members)
-    if (x.alive && x.generation >= deleted_below
+    if (x.generation >= deleted_below
         && (result == nullptr || x.generation > result->generation))
       result = &x;
   return result;
@@ -38,9 +49,24 @@ uint64_t session_registry::lineage::current() const {
   return std::max(next == 0 ? 0 : next - 1, floor);
 }
 
-bool session_registry::knows_stored(const std::string& session) const {
+bool session_registry::lineage::retired_alive() const {
+  return !named.empty()
+         || std::any_of(members.begin(), members.end(), [&](const member& x) {
+              return x.generation < deleted_below;
+            });
+}
+
+// -- generations ----------------------------------------------------------------
+
+const session_registry::lineage*
+session_registry::find(const std::string& session) const {
   auto i = lineages_.find(session);
-  return i != lineages_.end() && i->second.stored_known;
+  return i == lineages_.end() ? nullptr : &i->second;
+}
+
+bool session_registry::knows_stored(const std::string& session) const {
+  const auto* entry = find(session);
+  return entry != nullptr && entry->stored_known;
 }
 
 void session_registry::learn_stored(const std::string& session,
@@ -53,68 +79,67 @@ void session_registry::learn_stored(const std::string& session,
   entry.next = std::max(entry.next, *stored + 1);
 }
 
-uint64_t
+std::optional<uint64_t>
 session_registry::generation_of(const std::string& session,
-                                const session_handle_actor& handle) const {
-  auto i = lineages_.find(session);
-  if (i == lineages_.end())
-    return 0;
-  if (const auto* self = i->second.find(address_of(handle)))
+                                const session_handle_actor& source) const {
+  const auto* entry = find(session);
+  if (entry == nullptr)
+    return std::nullopt;
+  if (const auto* self = entry->find(address_of(source)))
     return self->generation;
-  return i->second.current();
+  if (!entry->stored_known)
+    return std::nullopt;
+  return entry->current();
 }
 
-uint64_t session_registry::register_handle(const std::string& session,
-                                           const session_handle_actor& handle) {
+caf::expected<uint64_t>
+session_registry::register_handle(const std::string& session,
+                                  const session_handle_actor& handle) {
   auto& entry = lineages_[session];
-  // Dead members of deleted incarnations can no longer decide anything.
-  entry.members.erase(std::remove_if(entry.members.begin(),
-                                     entry.members.end(),
-                                     [&](const member& x) {
-                                       return !x.alive
-                                              && x.generation
-                                                   < entry.deleted_below;
-                                     }),
-                      entry.members.end());
+  auto addr = address_of(handle);
+  if (contains(entry.named, addr))
+    return deleted(session);
+  auto self = std::find_if(entry.members.begin(), entry.members.end(),
+                           [&](const member& x) {
+                             return address_of(x.handle) == addr;
+                           });
+  if (self != entry.members.end()) {
+    if (self->generation < entry.deleted_below)
+      return deleted(session);
+    // One generation per handle: its latest register.
+    entry.members.erase(self);
+  }
   auto generation = entry.next++;
-  entry.members.push_back(member{handle, generation,
-                                 dead_.count(address_of(handle)) == 0});
-  sessions_of_[address_of(handle)].push_back(session);
+  entry.members.push_back(member{handle, generation});
+  auto& sessions = sessions_of_[addr];
+  if (!contains(sessions, session))
+    sessions.push_back(session);
   return generation;
 }
 
-bool session_registry::tombstoned(const std::string& session,
-                                  const caf::actor_addr& addr) const {
-  auto i = tombstones_.find(session);
-  return i != tombstones_.end()
-         && std::find(i->second.begin(), i->second.end(), addr)
-              != i->second.end();
-}
+// -- standing -------------------------------------------------------------------
 
 caf::expected<session_handle_actor>
 session_registry::source_for(const std::string& session,
                              const session_handle_actor& handle,
                              bool alive) const {
   auto addr = address_of(handle);
-  if (tombstoned(session, addr))
-    return make_error(errc::session_deleted, "session " + session);
-  auto i = lineages_.find(session);
-  const member* self = i == lineages_.end() ? nullptr : i->second.find(addr);
-  if (self != nullptr && self->generation < i->second.deleted_below)
-    return make_error(errc::session_deleted, "session " + session);
-  alive = alive && (self == nullptr || self->alive);
-  bool current = self == nullptr || self->generation + 1 == i->second.next;
-  if (current && alive)
-    return handle;
-  const member* newest = i == lineages_.end() ? nullptr
-                                              : i->second.newest_alive();
-  if (current) {
-    // A dead unregistered handle is written from the newest live one; a
-    // dead current handle has no newer one to write from.
-    if (self == nullptr && newest != nullptr)
-      return newest->handle;
-    return make_error(errc::handle_gone, "session " + session);
+  const auto* entry = find(session);
+  const member* self = nullptr;
+  if (entry != nullptr) {
+    if (contains(entry->named, addr))
+      return deleted(session);
+    self = entry->find(addr);
+    if (self != nullptr && self->generation < entry->deleted_below)
+      return deleted(session);
   }
+  if (self == nullptr && remembered_as_retired(session, addr))
+    return deleted(session);
+  if (!alive)
+    return make_error(errc::handle_gone, "session " + session);
+  if (self == nullptr || self->generation + 1 == entry->next)
+    return handle;
+  const auto* newest = entry->newest_alive();
   if (newest != nullptr && newest->generation > self->generation)
     return newest->handle;
   return make_error(errc::handle_superseded, "session " + session);
@@ -128,37 +153,108 @@ bool session_registry::is_deleted(const std::string& session,
               == static_cast<uint8_t>(errc::session_deleted);
 }
 
-uint64_t session_registry::delete_session(
-  const std::string& session,
-  const std::optional<session_handle_actor>& live) {
-  if (live) {
-    auto& dead = tombstones_[session];
-    auto addr = address_of(*live);
-    if (std::find(dead.begin(), dead.end(), addr) == dead.end())
-      dead.push_back(addr);
-  }
-  auto& entry = lineages_[session];
-  // Above every generation in use (registered or current), so a write
-  // from before the delete is refused by the tombstone.
-  auto tombstone = entry.current() + 1;
-  entry.deleted_below = tombstone;
-  entry.next = tombstone;
-  entry.floor = tombstone;
-  failed_.erase(session);
-  return tombstone;
+std::optional<session_handle_actor>
+session_registry::current_alive(const std::string& session) const {
+  const auto* entry = find(session);
+  if (entry == nullptr)
+    return std::nullopt;
+  const auto* newest = entry->newest_alive();
+  if (newest == nullptr || newest->generation + 1 != entry->next)
+    return std::nullopt;
+  return newest->handle;
 }
 
-void session_registry::handle_down(const caf::actor_addr& handle) {
-  dead_.insert(handle);
+// -- deletes and deaths ----------------------------------------------------------
+
+session_registry::deletion session_registry::delete_session(
+  const std::string& session,
+  const std::optional<session_handle_actor>& live) {
+  auto& entry = lineages_[session];
+  if (live) {
+    auto addr = address_of(*live);
+    if (entry.find(addr) == nullptr && !contains(entry.named, addr)) {
+      entry.named.push_back(addr);
+      auto& sessions = sessions_of_[addr];
+      if (!contains(sessions, session))
+        sessions.push_back(session);
+    }
+  }
+  // Above every generation in use (registered or current), so a write
+  // from before the delete is refused by the tombstone.
+  auto generation = entry.current() + 1;
+  entry.deleted_below = generation;
+  entry.next = generation;
+  entry.floor = generation;
+  entry.fencing = entry.retired_alive();
+  failed_.erase(session);
+  return {generation, entry.fencing};
+}
+
+bool session_registry::remembered_as_retired(const std::string& session,
+                                             const caf::actor_addr& addr) const {
+  return retired_.count({addr, session}) > 0;
+}
+
+void session_registry::remember_retired(const std::string& session,
+                                        const caf::actor_addr& addr) {
+  if (remembered_retired_ == 0 || !retired_.emplace(addr, session).second)
+    return;
+  retired_order_.emplace_back(addr, session);
+  if (retired_order_.size() > remembered_retired_) {
+    retired_.erase(retired_order_.front());
+    retired_order_.pop_front();
+  }
+}
+
+session_registry::death
+session_registry::handle_down(const caf::actor_addr& handle) {
+  death result;
   auto i = sessions_of_.find(handle);
   if (i == sessions_of_.end())
-    return;
-  for (const auto& session : i->second)
-    for (auto& x : lineages_[session].members)
-      if (address_of(x.handle) == handle)
-        x.alive = false;
+    return result;
+  result.sessions = std::move(i->second);
   sessions_of_.erase(i);
+  for (const auto& session : result.sessions) {
+    auto j = lineages_.find(session);
+    if (j == lineages_.end())
+      continue;
+    auto& entry = j->second;
+    bool retired = false;
+    auto named = std::find(entry.named.begin(), entry.named.end(), handle);
+    if (named != entry.named.end()) {
+      entry.named.erase(named);
+      retired = true;
+    }
+    auto self = std::find_if(entry.members.begin(), entry.members.end(),
+                             [&](const member& x) {
+                               return address_of(x.handle) == handle;
+                             });
+    if (self != entry.members.end()) {
+      retired = retired || self->generation < entry.deleted_below;
+      entry.members.erase(self);
+    }
+    if (!retired)
+      continue;
+    remember_retired(session, handle);
+    if (entry.fencing && !entry.retired_alive()) {
+      entry.fencing = false;
+      result.unfenced.emplace_back(session, entry.deleted_below);
+    }
+  }
+  return result;
 }
+
+void session_registry::forget_if_idle(const std::string& session) {
+  auto i = lineages_.find(session);
+  if (i == lineages_.end())
+    return;
+  const auto& entry = i->second;
+  if (entry.members.empty() && entry.named.empty() && !entry.fencing
+      && failed_.count(session) == 0)
+    lineages_.erase(i);
+}
+
+// -- failed writes ----------------------------------------------------------------
 
 void session_registry::mark_failed(const std::string& session,
                                    const session_handle_actor& source) {
@@ -173,22 +269,19 @@ bool session_registry::failed(const std::string& session) const {
   return failed_.count(session) > 0;
 }
 
-std::optional<session_handle_actor>
-session_registry::retry_source(const std::string& session) const {
-  auto i = failed_.find(session);
-  if (i == failed_.end())
-    return std::nullopt;
-  auto source = source_for(session, i->second,
-                           dead_.count(address_of(i->second)) == 0);
-  if (!source)
-    return std::nullopt;
-  return *source;
-}
-
 std::vector<std::string> session_registry::failed_sessions() const {
   std::vector<std::string> result;
   for (const auto& [session, source] : failed_)
     result.push_back(session);
+  return result;
+}
+
+session_registry::footprint session_registry::size() const {
+  footprint result;
+  result.sessions = lineages_.size();
+  for (const auto& [session, entry] : lineages_)
+    result.handles += entry.members.size() + entry.named.size();
+  result.remembered_retired = retired_.size();
   return result;
 }
 

@@ -21,8 +21,8 @@ namespace {
 struct writer_state {
   /// The session this writer writes; its one job for its whole life.
   std::string session;
-  /// The persister that spawned it: `resolve`, `written`, `retire` and a
-  /// dead holder's `release` go there.
+  /// The persister that spawned it: `written` and a dead holder's `release`
+  /// go there.
   session_persister_full_actor persister;
   /// The session's I/O actor (the persister picks one per session, always
   /// the same): its writes and erases go there, so fencing holds.
@@ -34,15 +34,15 @@ struct writer_state {
   /// The `persist`, `delete` and `barrier` requests, parked under the ids
   /// the queue carries as waiters. Answered when their job ends (a write
   /// with its outcome, an erase with its outcome, a barrier with the
-  /// result of the write before it), a queued persist at once with
-  /// errc::session_deleted when a delete drops it; when the writer stops
+  /// result of the write before it), a queued persist at once with the
+  /// refusal when a delete or a `restand` drops it; when the writer stops
   /// first, with errc::stopped_before_answer.
   parked_requests<caf::typed_response_promise<ok_atom>> waiters{
     "the session writer"};
   /// The `exclusive` requests, parked until their lease job starts
-  /// (answered with the lease); every one still parked is answered with
-  /// errc::invalid_request when a queued lease is released before it was
-  /// granted, and with errc::stopped_before_answer when the writer stops.
+  /// (answered with the lease); one is answered with errc::invalid_request
+  /// when its own lease is released before it was granted, and each still
+  /// parked with errc::stopped_before_answer when the writer stops.
   parked_requests<caf::typed_response_promise<session_lease>> lease_waiters{
     "the session writer"};
   /// Who asked for each queued or held lease (the client the persister
@@ -52,16 +52,27 @@ struct writer_state {
   /// The lease granted and not yet released: its job is the one running,
   /// so every later job waits.
   std::optional<uint64_t> held_lease;
-  /// Messages received from the persister; `retire` sends it, and the
-  /// persister lets the writer go only if it sent exactly that many.
+  /// Messages received from the persister, but `retire`; every `written`
+  /// carries it, and the persister lets the writer go only if it sent
+  /// exactly that many.
   uint64_t received = 0;
-  /// A `retire` question is out: ask no second one until it is answered.
-  bool asking_to_retire = false;
 };
 
 using writer_pointer = session_writer_actor::stateful_pointer<writer_state>;
 
 void pump(writer_pointer self);
+
+bool idle(writer_pointer self) {
+  return self->state.queue.idle() && !self->state.held_lease;
+}
+
+/// Tells the persister what a job did and whether the writer is idle.
+void report_to(writer_pointer self, write_report report) {
+  auto& st = self->state;
+  report.idle = idle(self);
+  report.received = st.received;
+  self->send(st.persister, written_atom::value, st.session, report);
+}
 
 void answer_all(writer_pointer self, const std::vector<uint64_t>& waiters,
                 const caf::error& result) {
@@ -74,27 +85,27 @@ void answer_all(writer_pointer self, const std::vector<uint64_t>& waiters,
 }
 
 /// The end of a write job: answers its persists, keeps failed rows for the
-/// next write, tells the persister.
+/// next write, starts the next job, tells the persister.
 void end_write(writer_pointer self, std::shared_ptr<session_rows> rows,
                caf::error result, write_report report) {
   auto& st = self->state;
+  report.attempted = true;
   report.ok = !result;
+  report.source = *rows->source;
   report.settled = rows->waiters.size();
-  if (report.attempted && result) {
+  if (result) {
     spdlog::warn("session persister: write of session {} failed: {}",
                  st.session, self->system().render(result));
-    report.rows = 0;
-    report.removed = 0;
   } else {
     report.rows = rows->updates.size();
     report.removed = rows->removed.size();
   }
   answer_all(self, rows->waiters, result);
-  if (report.attempted && result)
+  if (result)
     st.queue.keep_failed(std::move(*rows));
   st.queue.finish(std::move(result));
-  self->send(st.persister, written_atom::value, st.session, report);
   pump(self);
+  report_to(self, report);
 }
 
 caf::error snapshot_error(writer_pointer self, const caf::error& err) {
@@ -111,8 +122,7 @@ caf::error snapshot_error(writer_pointer self, const caf::error& err) {
 }
 
 void write_snapshot(writer_pointer self, std::shared_ptr<session_rows> rows,
-                    write_report report, uint64_t generation,
-                    std::string& blob) {
+                    write_report report, std::string blob) {
   auto& st = self->state;
   if (blob.size() > st.options.max_blob) {
     end_write(self, rows,
@@ -125,39 +135,37 @@ void write_snapshot(writer_pointer self, std::shared_ptr<session_rows> rows,
     return;
   }
   storage::session_write write{st.session, std::move(blob), rows->updates,
-                               rows->removed, generation};
+                               rows->removed, rows->generation.value_or(0),
+                               !rows->generation.has_value()};
   self->request(st.io, caf::infinite, write_atom::value, std::move(write))
     .then([=](ok_atom) { end_write(self, rows, caf::none, report); },
           [=](caf::error& err) { end_write(self, rows, err, report); });
 }
 
-/// A write starts: where to write from (the persister decides), then the
-/// snapshot from that handle, then storage.
+/// A write starts: with the snapshot its newest persist carried, else the
+/// one its source answers now; then storage.
 void start_write(writer_pointer self, std::shared_ptr<session_rows> rows) {
-  auto& st = self->state;
+  write_report report;
+  if (rows->snapshot) {
+    auto blob = std::move(*rows->snapshot);
+    rows->snapshot.reset();
+    write_snapshot(self, rows, report, std::move(blob));
+    return;
+  }
+  report.snapshot_asked = true;
   self
-    ->request(st.persister, caf::infinite, resolve_atom::value, st.session,
-              *rows->source)
-    .then(
-      [=](session_handle_actor& from, uint64_t generation) {
-        write_report report;
-        report.attempted = true;
-        report.snapshot_asked = true;
-        report.source = from;
-        self
-          ->request(from, self->state.options.snapshot_timeout,
-                    snapshot_atom::value)
-          .then([=](std::string& blob) {
-                  write_snapshot(self, rows, report, generation, blob);
-                },
-                [=](caf::error& err) {
-                  end_write(self, rows, snapshot_error(self, err), report);
-                });
-      },
-      [=](caf::error& err) { end_write(self, rows, err, write_report{}); });
+    ->request(*rows->source, self->state.options.snapshot_timeout,
+              snapshot_atom::value)
+    .then([=](std::string& blob) {
+            write_snapshot(self, rows, report, std::move(blob));
+          },
+          [=](caf::error& err) {
+            end_write(self, rows, snapshot_error(self, err), report);
+          });
 }
 
-void start_erase(writer_pointer self, uint64_t waiter, uint64_t generation) {
+void start_erase(writer_pointer self, uint64_t waiter, uint64_t generation,
+                 bool tombstone) {
   auto& st = self->state;
   auto done = [self, waiter](caf::error result) {
     auto& st = self->state;
@@ -165,11 +173,12 @@ void start_erase(writer_pointer self, uint64_t waiter, uint64_t generation) {
     write_report report;
     report.erased = !result;
     st.queue.finish(std::move(result));
-    self->send(st.persister, written_atom::value, st.session, report);
     pump(self);
+    report_to(self, report);
   };
   self
-    ->request(st.io, caf::infinite, erase_atom::value, st.session, generation)
+    ->request(st.io, caf::infinite, erase_atom::value, st.session, generation,
+              tombstone)
     .then([=](ok_atom) { done(caf::none); },
           [=](caf::error& err) { done(std::move(err)); });
 }
@@ -189,29 +198,11 @@ void end_lease(writer_pointer self) {
   st.held_lease.reset();
   st.queue.finish(caf::none);
   pump(self);
+  if (idle(self))
+    report_to(self, write_report{});
 }
 
-/// Idle: asks the persister whether it may go; the persister says yes only
-/// when it sent nothing this writer has not received.
-void maybe_retire(writer_pointer self) {
-  auto& st = self->state;
-  if (!st.queue.idle() || st.held_lease || st.asking_to_retire)
-    return;
-  st.asking_to_retire = true;
-  self
-    ->request(st.persister, caf::infinite, retire_atom::value, st.session,
-              st.received)
-    .then(
-      [self](bool may_go) {
-        self->state.asking_to_retire = false;
-        if (may_go)
-          self->quit();
-        else
-          maybe_retire(self);
-      },
-      [self](caf::error&) { self->quit(); });
-}
-
+/// Starts queued jobs until one has to wait for an answer.
 void pump(writer_pointer self) {
   auto& st = self->state;
   while (auto job = st.queue.start_next()) {
@@ -220,7 +211,8 @@ void pump(writer_pointer self) {
         start_write(self, std::make_shared<session_rows>(std::move(job->rows)));
         return;
       case session_job::erase:
-        start_erase(self, job->rows.waiters.front(), job->generation);
+        start_erase(self, job->rows.waiters.front(), job->generation,
+                    job->tombstone);
         return;
       case session_job::lease:
         grant_lease(self, job->lease_id, job->rows.waiters.front());
@@ -233,7 +225,6 @@ void pump(writer_pointer self) {
       }
     }
   }
-  maybe_retire(self);
 }
 
 /// Parks a promise for a job with one waiter and queues the job.
@@ -246,9 +237,39 @@ caf::typed_response_promise<ok_atom> queue_job(writer_pointer self,
   return promise;
 }
 
+/// Answers dropped persists with `why` and tells the persister.
+void settle_dropped(writer_pointer self, const std::vector<uint64_t>& dropped,
+                    const caf::error& why) {
+  answer_all(self, dropped, why);
+  if (dropped.empty() && !idle(self))
+    return;
+  write_report report;
+  report.settled = dropped.size();
+  report_to(self, report);
+}
+
+/// The writer's `persist`: merged into the queued write.
+caf::result<ok_atom> writer_queue_persist(writer_pointer self,
+                                          write_order& order) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<ok_atom>();
+  session_rows rows;
+  rows.source = std::move(order.source);
+  if (order.generation_known)
+    rows.generation = order.generation;
+  if (order.has_snapshot)
+    rows.snapshot = std::move(order.snapshot);
+  rows.updates = std::move(order.updates);
+  rows.removed = std::move(order.removed);
+  rows.waiters.push_back(st.waiters.park(promise));
+  st.queue.persist(std::move(rows));
+  pump(self);
+  return promise;
+}
+
 /// The writer's `delete`: drops the queued persists, queues the erase.
 caf::result<ok_atom> writer_queue_delete(writer_pointer self,
-                                         uint64_t generation) {
+                                         uint64_t generation, bool tombstone) {
   auto& st = self->state;
   auto dropped = st.queue.drop_writes();
   answer_all(self, dropped,
@@ -256,12 +277,28 @@ caf::result<ok_atom> writer_queue_delete(writer_pointer self,
   if (!dropped.empty()) {
     write_report report;
     report.settled = dropped.size();
-    self->send(st.persister, written_atom::value, st.session, report);
+    report_to(self, report);
   }
   session_job job;
   job.kind = session_job::erase;
   job.generation = generation;
+  job.tombstone = tombstone;
   return queue_job(self, std::move(job));
+}
+
+/// The writer's `restand`: a register changed where the queued writes come
+/// from, or that they may not be written at all.
+void writer_restand(writer_pointer self, const caf::error& refusal,
+                    const session_handle_actor& source, uint64_t generation,
+                    bool generation_known) {
+  auto& st = self->state;
+  if (refusal) {
+    settle_dropped(self, st.queue.refuse_queued_writes(), refusal);
+    return;
+  }
+  st.queue.change_source(source, generation_known
+                                   ? std::optional<uint64_t>{generation}
+                                   : std::nullopt);
 }
 
 /// The writer's `exclusive`: queues the lease job behind the queued jobs;
@@ -281,18 +318,23 @@ caf::result<session_lease> writer_queue_lease(writer_pointer self,
   return promise;
 }
 
-/// The writer's `release`: ends the held lease, or takes a queued one out.
+/// The writer's `release`: ends the held lease, or takes a queued one out
+/// and answers that one's `exclusive` (no other).
 caf::result<ok_atom> writer_release_lease(writer_pointer self,
                                           session_lease lease) {
   auto& st = self->state;
   if (st.held_lease == lease.id) {
     end_lease(self);
-  } else if (st.queue.remove_lease(lease.id)) {
+  } else if (auto waiter = st.queue.remove_lease(lease.id)) {
     st.lease_holders.erase(lease.id);
-    st.lease_waiters.answer_all(
-      make_error(errc::invalid_request, "the lease was released before it "
-                                        "was granted"));
+    st.lease_waiters.answer(*waiter,
+                            make_error(errc::invalid_request,
+                                       "lease " + std::to_string(lease.id)
+                                         + " was released before it was "
+                                           "granted"));
     pump(self);
+    if (idle(self))
+      report_to(self, write_report{});
   }
   return ok_atom::value;
 }
@@ -315,27 +357,22 @@ session_writer(writer_pointer self, std::string session,
     }
   });
   return {
-    [self](persist_atom, session_handle_actor& source,
-           std::vector<session_update>& updates,
-           std::vector<std::string>& removed) -> caf::result<ok_atom> {
-      auto& st = self->state;
-      ++st.received;
-      auto promise = self->make_response_promise<ok_atom>();
-      session_rows rows{source, std::move(updates), std::move(removed),
-                        {st.waiters.park(promise)}};
-      st.queue.persist(std::move(rows));
-      pump(self);
-      return promise;
-    },
-    [self](delete_atom, uint64_t generation) {
+    [self](persist_atom, write_order& order) {
       ++self->state.received;
-      return writer_queue_delete(self, generation);
+      return writer_queue_persist(self, order);
+    },
+    [self](delete_atom, uint64_t generation, bool tombstone) {
+      ++self->state.received;
+      return writer_queue_delete(self, generation, tombstone);
     },
     [self](barrier_atom) -> caf::result<ok_atom> {
       ++self->state.received;
       session_job job;
       job.kind = session_job::barrier;
-      return queue_job(self, std::move(job));
+      auto promise = queue_job(self, std::move(job));
+      if (idle(self))
+        report_to(self, write_report{});
+      return promise;
     },
     [self](exclusive_atom, session_lease lease) {
       ++self->state.received;
@@ -344,6 +381,18 @@ session_writer(writer_pointer self, std::string session,
     [self](release_atom, session_lease lease) {
       ++self->state.received;
       return writer_release_lease(self, lease);
+    },
+    [self](restand_atom, const caf::error& refusal,
+           const session_handle_actor& source, uint64_t generation,
+           bool generation_known) {
+      ++self->state.received;
+      writer_restand(self, refusal, source, generation, generation_known);
+    },
+    [self](retire_atom) {
+      // Unlinked first: the persister forgot this writer already and needs
+      // no exit message.
+      self->unlink_from(self->state.persister);
+      self->quit();
     },
   };
 }

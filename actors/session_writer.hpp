@@ -10,31 +10,37 @@
 /// Internal: the persister spawns one per session with work and is the only
 /// actor that talks to it.
 ///
-/// - A write asks the persister where to write from (`resolve`), asks that
-///   handle for its snapshot, and hands the snapshot and the merged rows to
-///   the session's I/O actor. Persists that arrive meanwhile merge into the
-///   queued write at the tail, so writes of one session never overlap and
-///   the newest state lands last.
+/// - A persist arrives resolved (`write_order`: its source, generation and
+///   maybe the snapshot it carried). Persists that arrive while a job runs
+///   merge into the queued write at the tail, so writes of one session
+///   never overlap and the newest state lands last. A write starts with the
+///   snapshot its newest persist carried, or asks its source for one, and
+///   hands the snapshot and the merged rows to the session's I/O actor.
+/// - `restand` (a register superseded the queued writes' handle) changes
+///   where the queued writes come from, or refuses them; the rows of a
+///   failed write stay kept either way.
 /// - A delete answers the queued persists with errc::session_deleted, drops
 ///   the rows a failed write kept, and queues an erase behind the running
 ///   job. A lease is granted when its job starts (every job queued before
 ///   it is done) and held, holding up every later job, until it is
-///   released or its holder dies. A barrier is answered with the result of
-///   the write before it.
-/// - After each job it tells the persister what happened (`written`, a
-///   `write_report`). It never blocks: every call is an asynchronous
-///   request.
+///   released or its holder dies; a queued lease released early answers its
+///   own `exclusive` alone. A barrier is answered with the result of the
+///   write before it.
+/// - After each job, and whenever it became idle, it tells the persister
+///   what happened and whether it is idle (`written`, a `write_report`). It
+///   never blocks: every call is an asynchronous request.
 ///
 /// Failure: a write that failed (storage, a snapshot refused, late, not a
 /// string or over `max_blob`) answers its persists with the error and keeps
-/// its rows for the session's next write. An error from `resolve` answers
-/// the persists and keeps nothing: the persister refused the source.
+/// its rows for the session's next write.
 ///
 /// Retirement and shutdown: idle (nothing queued, running, kept or held),
-/// it asks the persister `retire` and stops when told yes (see
-/// session_persister_protocol.hpp). It is linked to the persister, so a
-/// stop of the persister for any reason but `normal` stops it too; requests
-/// it parked are then answered with errc::stopped_before_answer.
+/// it says so in its `written` and stops when the persister answers
+/// `retire`, which it does only when the writer received everything sent
+/// to it (see session_persister_protocol.hpp). It is linked to the
+/// persister, so a stop of the persister for any reason but `normal` stops
+/// it too; requests it parked are then answered with
+/// errc::stopped_before_answer.
 namespace coalesce {
 
 /// Spawns the writer of `session`, linked to `persister` (the calling

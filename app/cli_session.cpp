@@ -67,7 +67,7 @@ int session_put(session& s, const put_options& o) {
       return usage(why);
     rows.push_back(std::move(*row));
   }
-  auto handle = s.sys.spawn(file_handle, std::move(*blob));
+  auto handle = s.sys.spawn(file_handle, *blob);
   // The actor system waits for the handle when the CLI exits: stop it on
   // every path.
   std::shared_ptr<void> stop_handle{nullptr, [handle](void*) {
@@ -78,8 +78,11 @@ int session_put(session& s, const put_options& o) {
                           handle))
     return fail(*failed);
   ok_atom done;
+  // The snapshot goes with the persist: the node need not ask the handle
+  // back across the network.
   if (auto failed = s.ask(done, persist_atom::value, o.session_id, handle,
-                          std::move(rows), std::vector<std::string>{}))
+                          session_snapshot{std::move(*blob)}, std::move(rows),
+                          std::vector<std::string>{}))
     return fail(*failed);
   return exit_ok;
 }

@@ -33,6 +33,18 @@ typename Inspector::result_type inspect(Inspector& f, session_update& x) {
            x.payload);
 }
 
+/// A session's state at the moment a persist is sent, carried with it: the
+/// write needs no snapshot request when it is the newest (at most
+/// `persister-max-blob` bytes).
+struct session_snapshot {
+  std::string blob;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_snapshot& x) {
+  return f(caf::meta::type_name("session_snapshot"), x.blob);
+}
+
 /// What `load` answers: the stored blob and the session's update rows,
 /// ordered by timestamp, then id.
 struct session_record {

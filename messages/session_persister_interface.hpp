@@ -38,7 +38,8 @@ using session_handle_actor
 
 /// The requests a node's gateway forwards to the persister.
 using session_persister_requests = caf::typed_actor<
-  /// Makes `handle` the session's current handle; answers its generation.
+  /// Makes `handle` the session's current handle; answers its generation
+  /// (errc::session_deleted for a handle a delete retired).
   caf::replies_to<register_atom, std::string, session_handle_actor>::with<
     uint64_t>,
   /// persist(session, handle, new update rows, ids of rows to remove):
@@ -46,6 +47,14 @@ using session_persister_requests = caf::typed_actor<
   /// ended it.
   caf::replies_to<persist_atom, std::string, session_handle_actor,
                   std::vector<session_update>,
+                  std::vector<std::string>>::with<ok_atom>,
+  /// persist(session, handle, snapshot, rows, removed): the same, carrying
+  /// the handle's snapshot of the moment. A write whose newest persist
+  /// carried one from its source writes it as is, without asking the
+  /// handle; otherwise (a later persist carried none, or the handle was
+  /// superseded) the write asks its source.
+  caf::replies_to<persist_atom, std::string, session_handle_actor,
+                  session_snapshot, std::vector<session_update>,
                   std::vector<std::string>>::with<ok_atom>,
   /// Deletes the session, retiring every handle registered so far.
   caf::replies_to<delete_atom, std::string>::with<ok_atom>,
@@ -103,6 +112,7 @@ struct session_persister_descriptor {
   static constexpr auto message_types = type_names(
     message_type<session_update>{"coalesce.session_update"},
     message_type<session_record>{"coalesce.session_record"},
+    message_type<session_snapshot>{"coalesce.session_snapshot"},
     message_type<session_lease>{"coalesce.session_lease"},
     message_type<session_persister_stats>{"coalesce.persister_stats"},
     message_type<session_handle_actor>{"coalesce.session_handle"});

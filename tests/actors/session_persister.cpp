@@ -196,6 +196,15 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
                  std::move(updates), std::move(removed));
   }
 
+  /// Starts a write of `session` that waits for `handle`'s snapshot until
+  /// `release_held`: `running` gets its answer then.
+  void hold_a_write(scoped_actor& running, const std::string& session,
+                    const session_handle_actor& handle, rows updates) {
+    state_of(handle).holding = true;
+    send_persist(running, session, handle, std::move(updates));
+    sched.run();
+  }
+
   /// A persist nobody waits for.
   void fire_persist(const std::string& session,
                     const session_handle_actor& handle, rows updates,
@@ -403,11 +412,9 @@ CAF_TEST(a persist of a session re-created during its delete is written after th
   start();
   auto old = spawn_handle("old");
   register_handle("s", old);
-  state_of(old).holding = true;
   scoped_actor running{sys};
   scoped_actor deleting{sys};
-  send_persist(running, "s", old, {row("u0")});
-  sched.run();
+  hold_a_write(running, "s", old, {row("u0")});
   deleting->request(persister, infinite, delete_atom::value, std::string{"s"});
   sched.run();
   auto fresh = spawn_handle("recreated");
@@ -456,20 +463,223 @@ CAF_TEST(a superseded handle writes the newest live state or is refused) {
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
 
-CAF_TEST(a persist whose handle died is written from the newest live handle or answered handle gone) {
+CAF_TEST(a persist through a dead handle is refused and no other handle writes for it) {
   start();
   auto live = spawn_handle("live state");
   register_handle("s", live);
   auto unregistered = spawn_handle("stray");
   anon_send_exit(unregistered, exit_reason::kill);
   sched.run();
-  persist("s", unregistered, {row("u0")});
-  CAF_CHECK_EQUAL(stored_blob("s"), "live state");
+  CAF_CHECK_EQUAL(code_of(persist_error("s", unregistered, {row("u0")})),
+                  code(errc::handle_gone));
+  CAF_CHECK(!stored("s"));
+  persist("s", live, {row("u1")});
   anon_send_exit(live, exit_reason::kill);
   sched.run();
-  CAF_CHECK_EQUAL(code_of(persist_error("s", live, {row("u1")})),
+  CAF_CHECK_EQUAL(code_of(persist_error("s", live, {row("u2")})),
+                  code(errc::handle_gone));
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1"}));
+}
+
+CAF_TEST(registering after the old handle died writes from the new one and never from the old) {
+  start();
+  auto old = spawn_handle("old");
+  CAF_CHECK_EQUAL(register_handle("s", old), 0u);
+  anon_send_exit(old, exit_reason::kill);
+  sched.run();
+  // Nothing of s is left to remember: its generations start again from
+  // what storage holds (nothing).
+  auto fresh = spawn_handle("fresh");
+  auto generation = register_handle("s", fresh);
+  persist("s", fresh, {row("u0")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "fresh");
+  CAF_CHECK(generation_in_storage("s") == std::optional<uint64_t>{generation});
+  CAF_CHECK_EQUAL(code_of(persist_error("s", old, {row("u1")})),
                   code(errc::handle_gone));
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+}
+
+// -- where a queued write comes from, decided again when it starts -----------
+
+CAF_TEST(a handle superseded while its persist is queued is written from the newest one) {
+  start();
+  auto old = spawn_handle("old state");
+  register_handle("s", old);
+  scoped_actor running{sys};
+  hold_a_write(running, "s", old, {row("u0")});
+  send_persist(self, "s", old, {row("u1")});
+  sched.run();
+  auto fresh = spawn_handle("reloaded");
+  register_handle("s", fresh);
+  release_held(old);
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, running) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(state_of(old).served, (ids{"old state"})); // asked once
+  CAF_CHECK_EQUAL(stored_blob("s"), "reloaded");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
+}
+
+CAF_TEST(the newest source of merged persists is the one written) {
+  start();
+  auto first = spawn_handle("first");
+  auto second = spawn_handle("second");
+  auto third = spawn_handle("third");
+  scoped_actor running{sys};
+  hold_a_write(running, "s", first, {row("u0")});
+  fire_persist("s", second, {row("u1")});
+  send_persist(self, "s", third, {row("u2")});
+  sched.run();
+  release_held(first);
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, running) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK(state_of(second).served.empty());
+  CAF_CHECK_EQUAL(stored_blob("s"), "third");
+}
+
+// -- order of one session's requests -------------------------------------------
+
+CAF_TEST(a delete that is the first touch of a session is not overtaken by a later persist) {
+  start();
+  auto fresh = spawn_handle("fresh");
+  scoped_actor deleting{sys};
+  scoped_actor registering{sys};
+  deleting->request(persister, infinite, delete_atom::value, std::string{"s"});
+  registering->request(persister, infinite, register_atom::value,
+                       std::string{"s"}, fresh);
+  send_persist(self, "s", fresh, {row("x")});
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, deleting) == ok_atom::value);
+  CAF_CHECK_EQUAL(next_reply<uint64_t>(sys, registering), 1u);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_blob("s"), "fresh");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"x"}));
+}
+
+CAF_TEST(a row removed and then written again in one merged write ends written) {
+  start();
+  auto h = spawn_handle("b");
+  persist("s", h, {row("x", 1)});
+  scoped_actor running{sys};
+  scoped_actor removing{sys};
+  hold_a_write(running, "s", h, {row("u0", 2)});
+  send_persist(removing, "s", h, {}, {"x"});
+  auto again = session_update{"x", 3, "note", "written again"};
+  send_persist(self, "s", h, {again});
+  sched.run();
+  release_held(h);
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, running) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, removing) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  auto record = stored("s");
+  CAF_REQUIRE(record.engaged());
+  CAF_REQUIRE_EQUAL(record->updates.size(), 2u);
+  CAF_CHECK(record->updates[1] == again);
+}
+
+// -- handles registered twice, retired, or dead --------------------------------
+
+CAF_TEST(a handle registered again writes with its newest generation) {
+  start();
+  auto h = spawn_handle("h state");
+  auto g = spawn_handle("g state");
+  CAF_CHECK_EQUAL(register_handle("s", h), 0u);
+  CAF_CHECK_EQUAL(register_handle("s", g), 1u);
+  persist("s", g, {row("u0")});
+  CAF_CHECK_EQUAL(register_handle("s", h), 2u);
+  persist("s", h, {row("u1")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "h state");
+  CAF_CHECK(generation_in_storage("s") == std::optional<uint64_t>{2});
+  CAF_CHECK(!unflushed("s"));
+}
+
+CAF_TEST(a handle a delete retired stays deleted after it died and newer handles registered) {
+  start();
+  auto a = spawn_handle("a");
+  CAF_CHECK_EQUAL(register_handle("s", a), 0u);
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"s"})
+            == ok_atom::value);
+  auto b = spawn_handle("b");
+  CAF_CHECK_EQUAL(register_handle("s", b), 1u);
+  anon_send_exit(a, exit_reason::kill);
+  sched.run();
+  auto c = spawn_handle("c");
+  CAF_CHECK_EQUAL(register_handle("s", c), 2u);
+  CAF_CHECK_EQUAL(code_of(persist_error("s", a, {row("x")})),
+                  code(errc::session_deleted));
+  CAF_CHECK(ask<bool>(is_deleted_atom::value, std::string{"s"}, a));
+  CAF_CHECK(!stored("s"));
+  // Registering a retired handle again does not bring it back.
+  auto d = spawn_handle("d");
+  register_handle("s", d);
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"s"})
+            == ok_atom::value);
+  CAF_CHECK_EQUAL(code_of(ask_error(register_atom::value, std::string{"s"}, d)),
+                  code(errc::session_deleted));
+}
+
+CAF_TEST(the kept rows of a failed write survive a refused persist and are retried from a new handle) {
+  start();
+  auto h1 = spawn_handle("b1");
+  register_handle("s", h1);
+  faults->wal_append = true;
+  CAF_CHECK_EQUAL(code_of(persist_error("s", h1, {row("r", 1)})),
+                  code(errc::storage_failed));
+  faults->clear();
+  anon_send_exit(h1, exit_reason::kill);
+  sched.run();
+  // A handle that is already dead, never seen before.
+  auto hx = spawn_handle("x");
+  anon_send_exit(hx, exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(persist_error("s", hx, {row("x", 2)})),
+                  code(errc::handle_gone));
+  CAF_CHECK(unflushed("s"));
+  auto h2 = spawn_handle("b2");
+  register_handle("s", h2);
+  CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{5s}), 0u);
+  CAF_CHECK_EQUAL(stored_blob("s"), "b2");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"r"}));
+  CAF_CHECK(!unflushed("s"));
+}
+
+CAF_TEST(flush all counts a failed session whose handles are all gone) {
+  start();
+  auto h = spawn_handle("b");
+  register_handle("s", h);
+  faults->wal_append = true;
+  CAF_CHECK(persist_error("s", h, {row("r")}));
+  faults->clear();
+  anon_send_exit(h, exit_reason::kill);
+  sched.run();
+  CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{5s}), 1u);
+  CAF_CHECK(unflushed("s")); // the rows stay kept for a handle to come
+  CAF_CHECK_EQUAL(code_of(ask_error(wait_idle_atom::value, std::string{"s"})),
+                  code(errc::handle_gone));
+}
+
+// -- the registry's bound ---------------------------------------------------------
+
+CAF_TEST(a deleted session leaves a tombstone only while a handle it retired is alive) {
+  start();
+  auto h = spawn_handle("b");
+  register_handle("s", h);
+  persist("s", h, {row("u0")});
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"s"})
+            == ok_atom::value);
+  CAF_CHECK(generation_in_storage("s").has_value()); // fences h
+  anon_send_exit(h, exit_reason::kill);
+  sched.run();
+  CAF_CHECK(!generation_in_storage("s").has_value());
+  // With no live handle at the delete, none is written.
+  auto stray = spawn_handle("stray");
+  persist("t", stray, {row("u1")});
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"t"})
+            == ok_atom::value);
+  CAF_CHECK(!generation_in_storage("t").has_value());
+  CAF_CHECK(!stored("t"));
 }
 
 // -- failed writes and flush all ----------------------------------------------
@@ -592,6 +802,35 @@ CAF_TEST(the death of a lease holder releases its lease) {
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
 }
 
+CAF_TEST(releasing a queued lease answers that one alone and the others are granted in turn) {
+  start();
+  auto h = spawn_handle("b");
+  scoped_actor x{sys};
+  scoped_actor y{sys};
+  scoped_actor z{sys};
+  x->request(persister, infinite, exclusive_atom::value, std::string{"s"});
+  sched.run();
+  auto held = next_reply<session_lease>(sys, x);
+  y->request(persister, infinite, exclusive_atom::value, std::string{"s"});
+  sched.run();
+  z->request(persister, infinite, exclusive_atom::value, std::string{"s"});
+  sched.run();
+  // Lease ids are issued in order: z's is two after x's.
+  session_lease zs{held.id + 2};
+  CAF_CHECK(ask<ok_atom>(release_atom::value, zs) == ok_atom::value);
+  CAF_CHECK_EQUAL(code_of(next_error(z)), code(errc::invalid_request));
+  CAF_CHECK(!answered(y));
+  send_persist(self, "s", h, {row("u0")});
+  sched.run();
+  CAF_CHECK(ask<ok_atom>(release_atom::value, held) == ok_atom::value);
+  auto ys = next_reply<session_lease>(sys, y);
+  CAF_CHECK_EQUAL(ys.id, held.id + 1);
+  CAF_CHECK(!answered(self));
+  CAF_CHECK(ask<ok_atom>(release_atom::value, ys) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0"}));
+}
+
 // -- load and unflushed -------------------------------------------------------
 
 CAF_TEST(load and has unflushed are messages and load of an unknown session is not found) {
@@ -630,6 +869,10 @@ CAF_TEST(bad input gets a clear error and changes nothing) {
                     "s", h, {session_update{"u", 1, "k", "nine byte"}})),
                   invalid);
   CAF_CHECK_EQUAL(code_of(persist_error("s", session_handle_actor{})),
+                  invalid);
+  CAF_CHECK_EQUAL(code_of(ask_error(persist_atom::value, std::string{"s"}, h,
+                                    session_snapshot{std::string(17, 'b')},
+                                    rows{}, ids{})),
                   invalid);
   CAF_CHECK_EQUAL(code_of(ask_error(register_atom::value, std::string{},
                                     h)),
@@ -701,6 +944,79 @@ CAF_TEST(stats count writers queued requests writes rows failures and snapshots)
   CAF_CHECK_EQUAL(after.snapshot_requests, 4u);
   CAF_CHECK_EQUAL(after.queued_requests, 0u);
   CAF_CHECK_EQUAL(after.writes, 2u);
+}
+
+CAF_TEST(the queued requests gauge drops the persists a delete dropped) {
+  start();
+  auto h = spawn_handle("b");
+  register_handle("s", h);
+  scoped_actor running{sys};
+  scoped_actor queued{sys};
+  hold_a_write(running, "s", h, {row("u0")});
+  send_persist(queued, "s", h, {row("u1")});
+  sched.run();
+  CAF_CHECK_EQUAL(stats().queued_requests, 2u);
+  self->request(persister, infinite, delete_atom::value, std::string{"s"});
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(next_error(queued)), code(errc::session_deleted));
+  CAF_CHECK_EQUAL(stats().queued_requests, 1u);
+  release_held(h);
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, running) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stats().queued_requests, 0u);
+}
+
+// -- messages per persist and retirement ------------------------------------------
+
+CAF_TEST(a solo persist carrying its snapshot is answered after five messages) {
+  start();
+  auto h = spawn_handle("b0");
+  register_handle("s", h);
+  persist("s", h, {row("u0")}); // the session is known, its writer retired
+  auto asked = state_of(h).served.size();
+  self->request(persister, infinite, persist_atom::value, std::string{"s"}, h,
+                session_snapshot{"b1"}, rows{row("u1")}, ids{});
+  // Each run is one message handled; the answer to `self` is one more.
+  int messages = 1;
+  while (!answered(self)) {
+    CAF_REQUIRE(sched.try_run_once());
+    ++messages;
+  }
+  CAF_CHECK_LESS_OR_EQUAL(messages, 5);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  sched.run();
+  CAF_CHECK_EQUAL(state_of(h).served.size(), asked); // the handle was not asked
+  CAF_CHECK_EQUAL(stored_blob("s"), "b1");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u0", "u1"}));
+  CAF_CHECK_EQUAL(stats().active_writers, 0u);
+}
+
+CAF_TEST(a writer that reports idle while a persist is on its way does not retire) {
+  start();
+  auto h = spawn_handle("b");
+  register_handle("s", h);
+  auto solo = [&](scoped_actor& who, const std::string& blob,
+                  const std::string& id) {
+    who->request(persister, infinite, persist_atom::value, std::string{"s"}, h,
+                 session_snapshot{blob}, rows{row(id)}, ids{});
+  };
+  scoped_actor first{sys};
+  solo(first, "b1", "u1");
+  // persister -> writer -> I/O actor: the write's answer waits at the writer.
+  sched.run_once();
+  sched.run_once();
+  sched.run_once();
+  CAF_REQUIRE(!answered(first));
+  // A second persist reaches the persister before the writer says it is idle.
+  solo(self, "b2", "u2");
+  sched.run_once(); // the writer answers the first and reports idle
+  CAF_REQUIRE(answered(first));
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, first) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_blob("s"), "b2");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1", "u2"}));
 }
 
 // -- stopping ----------------------------------------------------------------
@@ -780,7 +1096,7 @@ CAF_TEST(a restart then a register then a write succeeds) {
   auto stray = spawn_handle("stray");
   persist("t", stray, {row("u2")});
   CAF_CHECK_EQUAL(stored_blob("t"), "stray");
-  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"t"})
+  CAF_CHECK(ask<ok_atom>(delete_atom::value, std::string{"t"}, stray)
             == ok_atom::value);
   CAF_CHECK(generation_in_storage("t") == std::optional<uint64_t>{10});
 }

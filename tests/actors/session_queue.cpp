@@ -25,8 +25,11 @@ using waiters = std::vector<uint64_t>;
 
 session_rows rows_of(std::vector<session_update> updates, ids removed,
                      uint64_t waiter) {
-  return session_rows{std::nullopt, std::move(updates), std::move(removed),
-                      {waiter}};
+  session_rows rows;
+  rows.updates = std::move(updates);
+  rows.removed = std::move(removed);
+  rows.waiters.push_back(waiter);
+  return rows;
 }
 
 session_job job_of(session_job::kind_type kind, uint64_t waiter) {
@@ -107,9 +110,41 @@ CAF_TEST(a persist after a barrier or lease starts a write of its own) {
   queue.push(lease);
   queue.persist(rows_of({row("b")}, {}, 3));
   CAF_CHECK_EQUAL(queue.queued(), 3u);
-  CAF_CHECK(queue.remove_lease(7));
+  CAF_CHECK(queue.remove_lease(7) == std::optional<uint64_t>{2});
   CAF_CHECK(!queue.remove_lease(7));
   CAF_CHECK_EQUAL(queue.queued(), 2u);
+}
+
+CAF_TEST(a row written again after its removal in one merged write ends written) {
+  session_rows rows = rows_of({row("x")}, {}, 1);
+  rows.merge(rows_of({}, {"x"}, 2));
+  CAF_CHECK(ids_of(rows).empty());
+  CAF_CHECK_EQUAL(rows.removed, (ids{"x"}));
+  rows.merge(rows_of({row("x")}, {}, 3));
+  CAF_CHECK_EQUAL(ids_of(rows), (ids{"x"}));
+  CAF_CHECK(rows.removed.empty());
+  // A row written twice is written once, the later one.
+  auto later = row("x");
+  later.payload = "later";
+  rows.merge(rows_of({later}, {}, 4));
+  CAF_REQUIRE_EQUAL(rows.updates.size(), 1u);
+  CAF_CHECK_EQUAL(rows.updates.front().payload, "later");
+}
+
+CAF_TEST(refused queued writes leave the rows of a failed write kept) {
+  session_queue queue;
+  queue.persist(rows_of({row("a")}, {}, 1));
+  auto failed = queue.start_next();
+  CAF_REQUIRE(failed);
+  queue.keep_failed(std::move(failed->rows));
+  queue.finish(make_error(errc::storage_failed));
+  queue.persist(rows_of({row("b")}, {}, 2));
+  CAF_CHECK_EQUAL(queue.refuse_queued_writes(), (waiters{2}));
+  CAF_CHECK(queue.has_kept_rows());
+  queue.persist(rows_of({row("c")}, {}, 3));
+  auto retry = queue.start_next();
+  CAF_REQUIRE(retry);
+  CAF_CHECK_EQUAL(ids_of(retry->rows), (ids{"a", "c"}));
 }
 
 CAF_TEST(the queue is idle only with nothing queued running or kept) {

@@ -576,6 +576,20 @@ std::vector<bad_request> session_rows(const requester_parts& parts) {
     refused("persist: a snapshot over persister-max-blob", p,
             persist("s-oversize", parts.oversize, one_row, {}), invalid,
             "more than persister-max-blob"),
+    refused("persist with snapshot: a snapshot over persister-max-blob", p,
+            [live](scoped_actor& self, const node_actor& node) {
+              return ask(self, node, persist_atom::value,
+                         std::string{"s-oversize"}, live,
+                         session_snapshot{std::string(test_max_blob + 1, 'b')},
+                         updates{}, ids{});
+            },
+            invalid, "more than persister-max-blob"),
+    refused("persist with snapshot: a null handle", p,
+            [null_handle](scoped_actor& self, const node_actor& node) {
+              return ask(self, node, persist_atom::value, std::string{"s-null"},
+                         null_handle, session_snapshot{"b"}, updates{}, ids{});
+            },
+            invalid, "the session handle is null"),
     refused("persist: through a handle of a deleted session", p,
             [live](scoped_actor& self, const node_actor& node) {
               std::string session = "s-deleted";
