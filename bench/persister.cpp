@@ -7,7 +7,13 @@
 //   loop of C clients on one serial writer always has a request waiting, so
 //   one thread writing back to back is that loop), time-boxed;
 // - coalesce: C client actors in a closed loop, each persisting a random
-//   session through the persister and waiting for its answer, time-boxed;
+//   session through the persister (with the session's snapshot, as a
+//   session actor sends it) and waiting for its answer, time-boxed;
+// - messages per persist: the same clients and persister, 20 persists each,
+//   on a second actor system whose deterministic scheduler runs one message
+//   per step: the steps it ran over the persists answered (every message of
+//   the clients, the persister, its writers and its I/O actors, answers and
+//   retirements included);
 // - limit: the same session writes from one thread straight into RocksDB in
 //   groups of 64 without fsync, the CPU ceiling of WAL and memtable for this
 //   payload, which no design on this machine exceeds (`vs_limit`).
@@ -19,13 +25,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
 #include <nlohmann/json.hpp>
 
 #include <coalesce/actors/session_persister.hpp>
@@ -115,6 +124,7 @@ double measure_limit(const bench_config& cfg) {
   std::mt19937_64 rng{11};
   std::string blob(blob_size, 'b');
   constexpr std::size_t group_size = 64;
+  storage::known_generations known;
   auto start = clock_type::now();
   uint64_t writes = 0;
   while (seconds_since(start) < cfg.seconds) {
@@ -122,8 +132,10 @@ double measure_limit(const bench_config& cfg) {
     for (std::size_t i = 0; i < group_size; ++i, ++writes)
       group.push_back({session_name(rng() % cfg.sessions), blob,
                        {new_row(writes)}, {}});
+    // Like the persister's I/O actor, it keeps the generations it wrote.
     auto done = storage::save_session_group(*fresh.db, group,
-                                            storage::durability::buffered);
+                                            storage::durability::buffered,
+                                            &known);
     check(done.failure, "limit");
   }
   return writes / seconds_since(start);
@@ -141,15 +153,22 @@ struct client_result {
   uint64_t failures = 0;
 };
 
+/// When a client stops: at the deadline, or after a number of persists.
+struct client_stop {
+  clock_type::time_point deadline = clock_type::time_point::max();
+  uint64_t persists = std::numeric_limits<uint64_t>::max();
+};
+
 caf::behavior client(caf::event_based_actor* self,
                      session_persister_actor persister,
                      std::shared_ptr<std::vector<session_handle_actor>> handles,
-                     clock_type::time_point deadline, uint64_t seed,
+                     client_stop stop, uint64_t seed,
                      std::shared_ptr<client_result> result) {
   auto rng = std::make_shared<std::mt19937_64>(seed);
   auto next = std::make_shared<std::function<void()>>();
   *next = [=] {
-    if (clock_type::now() >= deadline) {
+    if (clock_type::now() >= stop.deadline
+        || result->latencies_ms.size() + result->failures >= stop.persists) {
       *next = nullptr; // the callback holds itself: release it
       self->quit();
       return;
@@ -161,6 +180,7 @@ caf::behavior client(caf::event_based_actor* self,
     self
       ->request(persister, caf::infinite, persist_atom::value,
                 session_name(i), (*handles)[i],
+                session_snapshot{std::string(blob_size, 'b')},
                 std::vector<session_update>{std::move(row)},
                 std::vector<std::string>{})
       .then(
@@ -211,8 +231,9 @@ coalesce_result measure_coalesce(caf::actor_system& sys,
                     std::chrono::duration<double>(cfg.seconds));
   for (std::size_t i = 0; i < cfg.clients; ++i) {
     results.push_back(std::make_shared<client_result>());
-    clients.push_back(sys.spawn(client, service.persister, handles, deadline,
-                                i + 1, results.back()));
+    clients.push_back(sys.spawn(client, service.persister, handles,
+                                client_stop{deadline}, i + 1,
+                                results.back()));
   }
   caf::scoped_actor self{sys};
   self->wait_for(clients);
@@ -244,6 +265,52 @@ coalesce_result measure_coalesce(caf::actor_system& sys,
   return result;
 }
 
+/// The deterministic scheduler's configuration: one message per step.
+struct counting_config : caf::actor_system_config {
+  counting_config() {
+    register_message_types(*this);
+    set("scheduler.policy", caf::atom("testing"));
+    set("logger.file-verbosity", caf::atom("quiet"));
+  }
+};
+
+/// Messages per answered persist: C clients persist `per_client` times each
+/// through a persister whose I/O actors are scheduled, all on a scheduler
+/// that runs one message per step; the steps counted are the messages.
+double measure_messages(const bench_config& cfg, uint64_t per_client) {
+  counting_config counting;
+  caf::actor_system sys{counting};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  fresh_db fresh{cfg.dir};
+  session_persister_options options;
+  options.io_workers = cfg.io_workers;
+  auto service = spawn_session_persister_actors_scheduled(sys, fresh.db,
+                                                          options);
+  auto handles = std::make_shared<std::vector<session_handle_actor>>();
+  for (std::size_t i = 0; i < cfg.sessions; ++i)
+    handles->push_back(sys.spawn(session_handle, std::string(blob_size, 'b')));
+  sched.run();
+  std::vector<std::shared_ptr<client_result>> results;
+  for (std::size_t i = 0; i < cfg.clients; ++i) {
+    results.push_back(std::make_shared<client_result>());
+    client_stop stop;
+    stop.persists = per_client;
+    sys.spawn(client, service.persister, handles, stop, i + 1,
+              results.back());
+  }
+  auto steps = sched.run();
+  uint64_t answered = 0;
+  for (auto& x : results)
+    answered += x->latencies_ms.size();
+  for (auto& handle : *handles)
+    caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(service.persister, caf::exit_reason::user_shutdown);
+  for (auto& io : service.io)
+    caf::anon_send_exit(io, caf::exit_reason::user_shutdown);
+  sched.run();
+  return answered == 0 ? 0.0 : static_cast<double>(steps) / answered;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -269,12 +336,19 @@ int main(int argc, char** argv) {
   std::printf("limit: %.0f session writes/s (groups of 64, no fsync)\n",
               limit);
   auto ours = measure_coalesce(sys, cfg);
+  auto messages = measure_messages(cfg, 20);
   std::printf("coalesce: %.0f persists/s, %llu writes in %llu groups, %llu "
               "fsyncs, p99 %.2f ms\n",
               ours.persists_per_s,
               static_cast<unsigned long long>(ours.stats.writes),
               static_cast<unsigned long long>(ours.stats.groups),
               static_cast<unsigned long long>(ours.stats.fsyncs), ours.p99_ms);
+  auto fsyncs_per_1000 = ours.requests == 0
+                           ? 0.0
+                           : 1000.0 * ours.stats.fsyncs / ours.requests;
+  std::printf("%.1f fsyncs per 1,000 persists; %.2f messages per persist "
+              "(counted one by one on a deterministic scheduler)\n",
+              fsyncs_per_1000, messages);
   auto round2 = [](double x) { return std::round(x * 100) / 100; };
   nlohmann::ordered_json result{
     {"bench", "persister"},
@@ -287,6 +361,8 @@ int main(int argc, char** argv) {
     {"writes", ours.stats.writes},
     {"groups", ours.stats.groups},
     {"fsyncs", ours.stats.fsyncs},
+    {"fsyncs_per_1000_persists", round2(fsyncs_per_1000)},
+    {"messages_per_persist", round2(messages)},
     {"p99_persist_ms", round2(ours.p99_ms)},
     {"limit_writes_per_s", std::round(limit)},
     {"vs_limit", round2(ours.persists_per_s / limit)},
