@@ -42,7 +42,10 @@ public:
   parked_requests& operator=(const parked_requests&) = delete;
 
   ~parked_requests() {
-    answer_all(make_error(errc::stopped_before_answer, service_ + " stopped"));
+    // Most lists are empty when their actor stops (a retired writer's): no
+    // error to build for them.
+    if (!parked_.empty())
+      answer_all(make_error(errc::stopped_before_answer, service_ + " stopped"));
   }
 
   /// Parks `promise` under a fresh id (never 0) and returns the id.
