@@ -185,9 +185,8 @@ session_registry::deletion session_registry::delete_session(
   entry.deleted_below = generation;
   entry.next = generation;
   entry.floor = generation;
-  entry.fencing = entry.retired_alive();
   failed_.erase(session);
-  return {generation, entry.fencing};
+  return {generation, entry.retired_alive()};
 }
 
 bool session_registry::remembered_as_retired(const std::string& session,
@@ -236,8 +235,8 @@ session_registry::handle_down(const caf::actor_addr& handle) {
     if (!retired)
       continue;
     remember_retired(session, handle);
-    if (entry.fencing && !entry.retired_alive()) {
-      entry.fencing = false;
+    if (!entry.retired_alive()) {
+      // This was the last retired handle alive: the tombstone fences nothing.
       result.unfenced.emplace_back(session, entry.deleted_below);
     }
   }
@@ -249,7 +248,7 @@ void session_registry::forget_if_idle(const std::string& session) {
   if (i == lineages_.end())
     return;
   const auto& entry = i->second;
-  if (entry.members.empty() && entry.named.empty() && !entry.fencing
+  if (entry.members.empty() && entry.named.empty()
       && failed_.count(session) == 0)
     lineages_.erase(i);
 }

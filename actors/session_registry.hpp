@@ -184,16 +184,15 @@ private:
     /// The lowest generation storage accepts, as far as known.
     uint64_t floor = 0;
     bool stored_known = false;
-    /// Storage keeps a tombstone of this session that fences live retired
-    /// handles; it may go once none is left.
-    bool fencing = false;
 
     uint64_t current() const;
     const member* find(const caf::actor_addr& addr) const;
     /// The newest live member not of a deleted incarnation.
     const member* newest_alive() const;
     /// Whether a live handle was registered before the last delete or named
-    /// by it.
+    /// by it: then storage keeps the delete's tombstone to fence it. It only
+    /// turns false (a retired handle cannot register again), when the last
+    /// one dies.
     bool retired_alive() const;
   };
 
