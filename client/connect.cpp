@@ -4,8 +4,8 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 
+#include <coalesce/client/tls_transport.hpp>
 #include <coalesce/messages/errc.hpp>
 
 namespace coalesce {
@@ -31,7 +31,7 @@ std::string handshake_refused(caf::actor_system& sys, const std::string& where) 
 
 caf::io::middleman_actor connector(caf::actor_system& sys) {
   if (sys.has_openssl_manager())
-    return sys.openssl_manager().actor_handle();
+    return tls_middleman(sys);
   return sys.middleman().actor_handle();
 }
 

@@ -7,10 +7,10 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/manager.hpp>
-#include <caf/openssl/publish.hpp>
 #include <spdlog/spdlog.h>
 
 #include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/client/connect.hpp>
 #include <coalesce/node/metrics.hpp>
 #include <coalesce/node/services.hpp>
 
@@ -44,18 +44,33 @@ void stop_gateway(caf::actor_system& sys, const node_actor& gateway) {
   self->wait_for(gateway);
 }
 
-/// Closes the gateway's port. caf/openssl/unpublish.hpp does not compile on
-/// 0.17.6 (it names an atom of 0.18), so the TLS port is closed through the
-/// openssl manager's actor directly.
-void unpublish_gateway(caf::actor_system& sys, const node_actor& gateway,
-                       uint16_t port) {
-  if (!sys.has_openssl_manager()) {
-    static_cast<void>(sys.middleman().unpublish(gateway, port));
-    return;
-  }
+/// Opens the gateway's port: through coalesce's TLS transport when the
+/// system loaded the openssl module (client/tls_transport.hpp says why not
+/// CAF's).
+caf::expected<uint16_t> publish_gateway(caf::actor_system& sys,
+                                        const node_actor& gateway,
+                                        const node_settings& settings) {
+  if (!sys.has_openssl_manager())
+    return sys.middleman().publish(gateway, settings.port,
+                                   settings.host.c_str(), true);
+  caf::expected<uint16_t> port{caf::error{}};
   caf::scoped_actor self{sys};
   self
-    ->request(sys.openssl_manager().actor_handle(), std::chrono::seconds{5},
+    ->request(connector(sys), std::chrono::seconds{30},
+              caf::publish_atom::value, settings.port,
+              caf::actor_cast<caf::strong_actor_ptr>(gateway),
+              sys.message_types(gateway), settings.host, true)
+    .receive([&](uint16_t opened) { port = opened; },
+             [&](caf::error& err) { port = std::move(err); });
+  return port;
+}
+
+/// Closes the gateway's port.
+void unpublish_gateway(caf::actor_system& sys, const node_actor& gateway,
+                       uint16_t port) {
+  caf::scoped_actor self{sys};
+  self
+    ->request(connector(sys), std::chrono::seconds{5},
               caf::unpublish_atom::value, gateway.address(), port)
     .receive([] {}, [](caf::error&) {});
 }
@@ -76,10 +91,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     sys, local.handles(),
     settings.cluster.foreign_owner(settings.host, settings.port));
   auto tls = sys.has_openssl_manager();
-  auto port = tls ? caf::openssl::publish(gateway, settings.port,
-                                          settings.host.c_str(), true)
-                  : sys.middleman().publish(gateway, settings.port,
-                                            settings.host.c_str(), true);
+  auto port = publish_gateway(sys, gateway, settings);
   if (!port) {
     spdlog::critical("cannot listen on coalesce.host:coalesce.port = {}:{}: "
                      "{}",

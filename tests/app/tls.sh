@@ -263,6 +263,63 @@ test_garbage_on_the_tls_port_leaves_the_node_serving_within_100_mib() {
   check "and exits 0 (got $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
 }
 
+cpu_ticks() { # cpu_ticks PID: user + system clock ticks the process used
+  awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# CAF 0.17.6's TLS transport polled for a write its handshake could not
+# make: a stopped node's client spun a core and never finished exiting.
+test_a_client_of_a_stopped_tls_node_exits_3_after_its_timeout() {
+  start_node stopped "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
+  kill -STOP "$NODE_PID"
+  local started=$SECONDS rc
+  timeout 30 "$CLI" --port="$PORT" --openssl-certificate "$CERTS/client.pem"     --openssl-key "$CERTS/client-key.pem" --openssl-cafile "$CERTS/ca.pem"     --timeout=2s stats >/dev/null 2>"$WORK/stopped.err"
+  rc=$?
+  kill -CONT "$NODE_PID"
+  check "the client exits 3 (got $rc; 124 is a hang killed after 30 s)" [ "$rc" = 3 ]
+  check "within 10 s (took $((SECONDS - started)) s)" [ $((SECONDS - started)) -le 10 ]
+  check "its sentence names the connection's timeout" \
+    grep -q "did not answer the connection within 2s" "$WORK/stopped.err"
+  check "the resumed node serves a client" tls_cli --timeout=10s stats >/dev/null
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+# The same busy loop on the node's side: a connection that never starts its
+# handshake (a stopped or hostile peer) cost the node a core.
+test_a_connection_that_never_handshakes_costs_the_node_no_cpu() {
+  start_node idle "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
+  local before after
+  before=$(cpu_ticks "$NODE_PID")
+  python3 -c "import socket, time
+s = socket.create_connection(('127.0.0.1', $PORT)); time.sleep(3)"
+  after=$(cpu_ticks "$NODE_PID")
+  echo "    the node used $((after - before)) ticks in 3 s with the idle connection open"
+  # A spinning multiplexer uses every tick (300 in 3 s); the node at rest
+  # uses a few.
+  check "the node used under a third of the time" [ $((after - before)) -lt 100 ]
+  check "the node still serves a client" tls_cli --timeout=10s stats >/dev/null
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+# CAF 0.17.6 never cleared OpenSSL's error queue, so one link's EOF made
+# another's would-block read look fatal: about one connection in ten was
+# cut when two clients connected at once.
+test_clients_connecting_in_pairs_are_each_served() {
+  start_node pairs "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
+  local pair first second failed=0
+  for pair in $(seq 100); do
+    tls_cli --timeout=10s stats >/dev/null 2>>"$WORK/pairs.err" || echo x >>"$WORK/pairs.failed" &
+    first=$!
+    tls_cli --timeout=10s stats >/dev/null 2>>"$WORK/pairs.err" || echo x >>"$WORK/pairs.failed" &
+    second=$!
+    wait "$first" "$second"
+  done
+  [ -f "$WORK/pairs.failed" ] && failed=$(wc -l <"$WORK/pairs.failed")
+  check "all 200 clients were served ($failed failed)" [ "$failed" = 0 ] \
+    || sort "$WORK/pairs.err" | uniq -c >&2
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
 run_test "a client with a ca signed certificate is served"
 run_test "the openssl section of the config file turns on tls"
 run_test "a client without a certificate is refused and the node keeps serving"
@@ -273,5 +330,8 @@ run_test "a non loopback host without tls is refused"
 run_test "a plain loopback node warns about its port"
 run_test "bad cli tls flags exit 2 naming the flag"
 run_test "garbage on the tls port leaves the node serving within 100 mib"
+run_test "a client of a stopped tls node exits 3 after its timeout"
+run_test "a connection that never handshakes costs the node no cpu"
+run_test "clients connecting in pairs are each served"
 
 finish_tests
