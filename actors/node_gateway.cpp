@@ -20,6 +20,7 @@ struct node_gateway_state {
   static inline const char* name = "node_gateway";
   service_handles services;
   foreign_owner_fn foreign_owner;
+  std::shared_ptr<const peer_counters> peers;
   std::chrono::steady_clock::time_point started
     = std::chrono::steady_clock::now();
   bool shutting_down = false;
@@ -164,6 +165,10 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
                      .count();
   stats.shutting_down = st.shutting_down;
   stats.refused_requests = st.refused;
+  if (st.peers != nullptr) {
+    stats.peers_down = st.peers->down.load();
+    stats.peer_losses = st.peers->losses.load();
+  }
   auto promise = self->make_response_promise<node_stats>();
   stats_gathering gathering{self, std::move(stats), promise};
   for_each_service([&](auto service) { gathering.ask(service, st.services); });
@@ -200,9 +205,11 @@ caf::result<caf::message> refuse_unknown(caf::scheduled_actor*,
 
 node_actor::behavior_type node_gateway(gateway_pointer self,
                                        service_handles services,
-                                       foreign_owner_fn foreign_owner) {
+                                       foreign_owner_fn foreign_owner,
+                                       std::shared_ptr<const peer_counters> peers) {
   self->state.services = std::move(services);
   self->state.foreign_owner = std::move(foreign_owner);
+  self->state.peers = std::move(peers);
   self->set_default_handler(refuse_unknown);
   auto handlers = std::tuple_cat(
     all_services::apply<service_forwarders>::make(self),
@@ -218,9 +225,10 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
 } // namespace
 
 node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
-                              foreign_owner_fn foreign_owner) {
+                              foreign_owner_fn foreign_owner,
+                              std::shared_ptr<const peer_counters> peers) {
   return sys.spawn(node_gateway, std::move(services),
-                   std::move(foreign_owner));
+                   std::move(foreign_owner), std::move(peers));
 }
 
 } // namespace coalesce

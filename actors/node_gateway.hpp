@@ -1,6 +1,9 @@
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -47,12 +50,21 @@ namespace coalesce {
 /// when this node owns it.
 using foreign_owner_fn = std::function<std::string(const routing_key& key)>;
 
+/// What a clustered node knows of its peers, kept by its peer watch
+/// (coalesce/node/peer_watch.hpp) and read by the gateway into its stats
+/// (`peers_down`, `peer_losses`).
+struct peer_counters {
+  std::atomic<uint64_t> down{0};
+  std::atomic<uint64_t> losses{0};
+};
+
 /// A gateway in front of the services `services` points at, which must be
 /// the services themselves (their `stats` is asked for), not another node.
 /// A null handle is a service this node does not host: its requests are
 /// answered `errc::invalid_request`, its stats stay zero. A null
-/// `foreign_owner` (a node alone) owns every key.
+/// `foreign_owner` (a node alone) owns every key; null `peers`, no peers.
 node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
-                              foreign_owner_fn foreign_owner = {});
+                              foreign_owner_fn foreign_owner = {},
+                              std::shared_ptr<const peer_counters> peers = {});
 
 } // namespace coalesce

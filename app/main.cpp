@@ -5,7 +5,11 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <chrono>
+
 #include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/settings.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
@@ -56,6 +60,15 @@ int main(int argc, char** argv) {
   spdlog::warn("this is the test build with the fault seam; control file: {}",
                control_file != nullptr ? control_file : "(none)");
 #endif
+  // A cluster's nodes send BASP heartbeats, so that a peer or client that
+  // sets middleman.connection-timeout sees a hung node; the node itself
+  // finds its hung peers by pinging them (coalesce/node/peer_watch.hpp).
+  if (!cfg.settings.cluster.cluster.empty()
+      && caf::get_or(cfg, "middleman.heartbeat-interval", caf::timespan{0})
+             .count()
+           == 0)
+    caf::put(cfg.content, "middleman.heartbeat-interval",
+             caf::timespan{std::chrono::seconds{1}});
   cfg.load<caf::io::middleman>();
   if (uses_tls(cfg))
     cfg.load<caf::openssl::manager>();

@@ -73,6 +73,11 @@ struct node_stats : services_with_stats::apply<stats_members> {
   bool shutting_down = false;
   /// Requests the node refused because it was shutting down.
   uint64_t refused_requests = 0;
+  /// Other nodes of `coalesce.cluster` this node cannot reach or that do not
+  /// answer its pings now (0 for a node alone).
+  uint64_t peers_down = 0;
+  /// Times a peer this node had reached went down (lost or silent).
+  uint64_t peer_losses = 0;
 };
 
 template <class F, class... Services>
@@ -80,6 +85,8 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
   return f(field("uptime_s", x.uptime_s),
            field("shutting_down", x.shutting_down),
            field("refused_requests", x.refused_requests),
+           field("peers_down", x.peers_down),
+           field("peer_losses", x.peer_losses),
            field(Services::stats_name, x.*Services::stats)...);
 }
 
@@ -102,8 +109,9 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
 /// Which of node_stats' own number fields are gauges and which counters,
 /// as a descriptor says for its stats.
 struct node_own_stats {
-  using gauges = members<&node_stats::uptime_s>;
-  using counters = members<&node_stats::refused_requests>;
+  using gauges = members<&node_stats::uptime_s, &node_stats::peers_down>;
+  using counters
+    = members<&node_stats::refused_requests, &node_stats::peer_losses>;
 };
 
 /// What lists the gauges and counters of `Stats`: `node_own_stats` for

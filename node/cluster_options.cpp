@@ -3,7 +3,10 @@
 
 #include <coalesce/node/cluster_options.hpp>
 
+#include <algorithm>
+
 #include <caf/config_option_adder.hpp>
+#include <caf/deep_to_string.hpp>
 #include <caf/make_config_option.hpp>
 
 #include <coalesce/actors/option_text.hpp>
@@ -15,11 +18,18 @@ void cluster_options::add_to(caf::config_option_adder& adder) {
             described("every node of the deployment as \"host:port\", this "
                       "one included (empty: a single node)",
                       cluster));
+  adder.add(peer_timeout, "peer-timeout",
+            described("how long another node of the cluster may leave a "
+                      "ping unanswered before this one counts it down",
+                      peer_timeout));
 }
 
 std::string cluster_options::validate(const std::string& group,
                                       const std::string& host,
                                       uint16_t port) const {
+  if (peer_timeout.count() <= 0)
+    return option_key(group, "peer-timeout") + " = "
+           + caf::deep_to_string(peer_timeout) + " must be positive";
   if (cluster.empty())
     return {};
   auto key = option_key(group, "cluster");
@@ -45,6 +55,24 @@ foreign_owner_fn cluster_options::foreign_owner(const std::string& host,
     auto owner = map.owner_index(key);
     return owner == self ? std::string{} : map.nodes()[owner].text();
   };
+}
+
+std::vector<node_endpoint> cluster_options::peers(const std::string& host,
+                                                  uint16_t port) const {
+  std::vector<node_endpoint> result;
+  if (cluster.empty())
+    return result;
+  cluster_map map;
+  cluster_map::parse(cluster, "coalesce.cluster", map);
+  for (const auto& node : map.nodes())
+    if (!(node == node_endpoint{host, port}))
+      result.push_back(node);
+  return result;
+}
+
+peer_watch_settings cluster_options::watch_settings() const {
+  return {peer_timeout, std::max<caf::timespan>(peer_timeout / 3,
+                                                std::chrono::milliseconds{10})};
 }
 
 } // namespace coalesce

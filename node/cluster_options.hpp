@@ -4,10 +4,14 @@
 #include <string>
 #include <vector>
 
+#include <chrono>
+
 #include <caf/fwd.hpp>
+#include <caf/timespan.hpp>
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/cluster_map.hpp>
+#include <coalesce/node/peer_watch.hpp>
 
 /// A node's place in a deployment of several: the static list of every
 /// node, the same on every node and in every client (`coalesce.cluster`).
@@ -17,6 +21,9 @@ struct cluster_options {
   /// Every node as "host:port"; empty: a single node that owns every key.
   /// When set, it lists this node as its `coalesce.host`:`coalesce.port`.
   std::vector<std::string> cluster;
+  /// How long a peer may leave a ping unanswered before this node counts
+  /// it down; it is pinged three times as often.
+  caf::timespan peer_timeout = std::chrono::seconds{3};
 
   void add_to(caf::config_option_adder& adder);
 
@@ -28,6 +35,13 @@ struct cluster_options {
   /// What the gateway asks about each key: the owner's address when it is
   /// not this node; null for a single node. The options must be valid.
   foreign_owner_fn foreign_owner(const std::string& host, uint16_t port) const;
+
+  /// The other nodes of the list (empty for a node alone). The options must
+  /// be valid.
+  std::vector<node_endpoint> peers(const std::string& host,
+                                   uint16_t port) const;
+
+  peer_watch_settings watch_settings() const;
 };
 
 } // namespace coalesce

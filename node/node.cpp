@@ -12,6 +12,7 @@
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/connect.hpp>
 #include <coalesce/node/metrics.hpp>
+#include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/services.hpp>
 
 namespace coalesce {
@@ -87,9 +88,12 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     return EXIT_FAILURE;
   }
   auto& local = **services;
+  auto peer_view = settings.cluster.peers(settings.host, settings.port);
+  auto counters = peer_view.empty() ? nullptr
+                                    : std::make_shared<peer_counters>();
   auto gateway = spawn_node_gateway(
     sys, local.handles(),
-    settings.cluster.foreign_owner(settings.host, settings.port));
+    settings.cluster.foreign_owner(settings.host, settings.port), counters);
   auto tls = sys.has_openssl_manager();
   auto port = publish_gateway(sys, gateway, settings);
   if (!port) {
@@ -116,6 +120,10 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   caf::actor reporter;
   if (settings.stats_interval.count() > 0)
     reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
+  caf::actor watch;
+  if (!peer_view.empty())
+    watch = spawn_peer_watch(sys, std::move(peer_view),
+                             settings.cluster.watch_settings(), counters);
 
   int signal = 0;
   sigwait(&shutdown_signals, &signal);
@@ -124,6 +132,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                caf::deep_to_string(settings.shutdown_timeout));
   if (reporter)
     caf::anon_send_exit(reporter, caf::exit_reason::user_shutdown);
+  if (watch)
+    caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
   metrics->reset();
   // One deadline for the whole shutdown.
   auto deadline = std::chrono::steady_clock::now() + settings.shutdown_timeout;

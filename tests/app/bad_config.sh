@@ -114,6 +114,7 @@ metrics-port|4300
 cluster|["nohost"]
 cluster|["127.0.0.1:0"]
 cluster|["127.0.0.1:4301"]
+peer-timeout|0s
 EOF
 }
 

@@ -27,17 +27,21 @@ NODES="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]}"
 CLUSTER="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\",\"127.0.0.1:${PORTS[2]}\"]"
 declare -A PID_OF
 
-start_member() { # start_member I: node ${GROUP}nI on PORTS[I], data in its .db
-  start_node "${GROUP}n$1" --coalesce.port="${PORTS[$1]}" --coalesce.cluster="$CLUSTER" \
-    --coalesce.metrics-port="${PORTS[$1 + 3]}" "${NODE_TLS[@]}" || return 1
+start_member() { # start_member I [ARGS...]: node ${GROUP}nI on PORTS[I], data in its .db
+  local index="$1"
+  shift
+  start_node "${GROUP}n$index" --coalesce.port="${PORTS[$index]}" --coalesce.cluster="$CLUSTER" \
+    --coalesce.metrics-port="${PORTS[$index + 3]}" "${NODE_TLS[@]}" "$@" || return 1
+  set -- "$index"
   grep -q "listening on 127.0.0.1:${PORTS[$1]} (mutual TLS)" "$WORK/${GROUP}n$1.log" \
     || { echo "    node $1 does not listen with mutual TLS" >&2; return 1; }
   PID_OF[$1]=$NODE_PID
 }
 
-start_cluster() { # start_cluster GROUP: three fresh nodes named GROUPn0..2
+start_cluster() { # start_cluster GROUP [ARGS...]: three fresh nodes named GROUPn0..2
   GROUP="$1"
-  start_member 0 && start_member 1 && start_member 2
+  shift
+  start_member 0 "$@" && start_member 1 "$@" && start_member 2 "$@"
 }
 
 stop_cluster() {
@@ -168,6 +172,50 @@ assert sum('uptime_s' in v for v in d.values()) == 2, d"
   stop_cluster
 }
 
+# wait_log_count FILE PATTERN COUNT SECONDS: until FILE has COUNT lines
+# matching PATTERN (a node's log line is the event waited for).
+wait_log_count() {
+  local deadline=$((SECONDS + $4))
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+test_a_node_counts_a_stopped_or_killed_peer_down_and_up_again() {
+  start_cluster watch- --coalesce.peer-timeout=2s || { CURRENT_OK=0; return; }
+  local log0="$WORK/watch-n0.log" peer2="127.0.0.1:${PORTS[2]}" started
+  check "node 0 reaches both peers" wait_log_count "$log0" "peer .* is up" 2 30
+  check "its stats count no peer down" \
+    grep -q '"peers_down":0,"peer_losses":0' <<<"$(tcli "${PORTS[0]}" stats)"
+  kill -STOP "${PID_OF[2]}"
+  started=$SECONDS
+  # A stopped process keeps its socket: only the 2 s ping timeout shows it.
+  check "node 0 counts the stopped node down within 10 s" \
+    wait_log_count "$log0" "peer $peer2 is down: did not answer a ping within 2s" 1 10
+  echo "    counted down after $((SECONDS - started)) s"
+  check "its stats: one peer down, one loss" \
+    grep -q '"peers_down":1,"peer_losses":1' <<<"$(tcli "${PORTS[0]}" stats)"
+  check "its metric coalesce_peers_down is 1" [ "$(metric 0 coalesce_peers_down)" = 1 ]
+  check "and coalesce_peer_losses_total 1" [ "$(metric 0 coalesce_peer_losses_total)" = 1 ]
+  kill -CONT "${PID_OF[2]}"
+  check "the resumed node is up again within 10 s" \
+    wait_log_count "$log0" "peer $peer2 is up" 2 10
+  kill -KILL "${PID_OF[2]}"
+  wait "${PID_OF[2]}" 2>/dev/null
+  check "node 0 counts the killed node down within 10 s" \
+    wait_log_count "$log0" "peer $peer2 is down: its connection was lost" 1 10
+  start_member 2 --coalesce.peer-timeout=2s || { CURRENT_OK=0; return; }
+  check "the restarted node is up again within 10 s" \
+    wait_log_count "$log0" "peer $peer2 is up" 3 10
+  check "its stats: no peer down, two losses" \
+    grep -q '"peers_down":0,"peer_losses":2' <<<"$(tcli "${PORTS[0]}" stats)"
+  stop_cluster
+}
+
 run_test "secrets sessions and backfills are routed to their owners"
 run_test "a killed node fails its callers the others serve and it comes back"
+run_test "a node counts a stopped or killed peer down and up again"
+
 finish_tests

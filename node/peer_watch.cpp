@@ -1,0 +1,164 @@
+#include <coalesce/node/peer_watch.hpp>
+
+#include <string>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/atoms.hpp>
+
+namespace coalesce {
+
+namespace {
+
+using dialed_atom = caf::atom_constant<caf::atom("dialed")>;
+using dial_failed_atom = caf::atom_constant<caf::atom("dialfail")>;
+using redial_atom = caf::atom_constant<caf::atom("redial")>;
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+
+struct peer {
+  node_endpoint where;
+  /// Null while no connection is known.
+  node_actor gateway;
+  bool up = false;
+  bool dialing = false;
+  /// The last reason it could not be reached, logged once per reason.
+  std::string last_problem;
+};
+
+struct peer_watch_state {
+  static inline const char* name = "peer_watch";
+  std::vector<peer> peers;
+  peer_watch_settings settings;
+  std::shared_ptr<peer_counters> counters;
+};
+
+using watch_pointer = caf::stateful_actor<peer_watch_state>*;
+
+void mark_up(watch_pointer self, std::size_t index) {
+  auto& p = self->state.peers[index];
+  p.last_problem.clear();
+  if (p.up)
+    return;
+  p.up = true;
+  --self->state.counters->down;
+  spdlog::info("peer {} is up", p.where.text());
+}
+
+void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
+  auto& p = self->state.peers[index];
+  if (!p.up)
+    return;
+  p.up = false;
+  ++self->state.counters->down;
+  ++self->state.counters->losses;
+  spdlog::warn("peer {} is down: {}", p.where.text(), why);
+}
+
+/// Connects in a detached actor of its own and reports back.
+void dial(watch_pointer self, std::size_t index) {
+  auto& p = self->state.peers[index];
+  if (p.dialing || p.gateway)
+    return;
+  p.dialing = true;
+  auto watch = caf::actor_cast<caf::actor>(self);
+  auto where = p.where;
+  auto timeout = self->state.settings.peer_timeout;
+  self->spawn<caf::detached>([watch, index, where,
+                              timeout](caf::event_based_actor* dialer) {
+    auto& sys = dialer->system();
+    auto gateway = connect_node(sys, where.host, where.port, timeout);
+    if (gateway)
+      dialer->send(watch, dialed_atom::value, index, *gateway);
+    else
+      dialer->send(watch, dial_failed_atom::value, index,
+                   unreachable_sentence(sys, gateway.error()));
+  });
+}
+
+void ping(watch_pointer self) {
+  for (std::size_t index = 0; index < self->state.peers.size(); ++index) {
+    auto& p = self->state.peers[index];
+    if (!p.gateway)
+      continue;
+    auto timeout = self->state.settings.peer_timeout;
+    auto gateway = p.gateway;
+    self->request(gateway, timeout, stats_atom::value)
+      .then(
+        [self, index, gateway](const node_stats&) {
+          if (self->state.peers[index].gateway == gateway)
+            mark_up(self, index);
+        },
+        [self, index, gateway, timeout](caf::error& err) {
+          if (self->state.peers[index].gateway != gateway)
+            return;
+          mark_down(self, index,
+                    err == caf::sec::request_timeout
+                      ? "did not answer a ping within "
+                          + caf::deep_to_string(timeout)
+                      : "a ping failed: " + self->system().render(err));
+        });
+  }
+  self->delayed_send(self, self->state.settings.ping_interval,
+                     ping_atom::value);
+}
+
+caf::behavior peer_watch(watch_pointer self, std::vector<node_endpoint> peers,
+                         peer_watch_settings settings,
+                         std::shared_ptr<peer_counters> counters) {
+  auto& st = self->state;
+  st.settings = settings;
+  st.counters = std::move(counters);
+  st.counters->down = peers.size();
+  for (auto& where : peers)
+    st.peers.push_back(peer{std::move(where), {}, false, false, {}});
+  self->set_down_handler([self](caf::down_msg& msg) {
+    for (std::size_t index = 0; index < self->state.peers.size(); ++index) {
+      auto& p = self->state.peers[index];
+      if (!p.gateway || p.gateway.address() != msg.source)
+        continue;
+      p.gateway = nullptr;
+      mark_down(self, index,
+                "its connection was lost: " + self->system().render(msg.reason));
+      self->delayed_send(self, self->state.settings.ping_interval,
+                         redial_atom::value, index);
+    }
+  });
+  for (std::size_t index = 0; index < st.peers.size(); ++index)
+    dial(self, index);
+  self->delayed_send(self, settings.ping_interval, ping_atom::value);
+  return {
+    [self](dialed_atom, std::size_t index, node_actor& gateway) {
+      auto& p = self->state.peers[index];
+      p.dialing = false;
+      p.gateway = std::move(gateway);
+      self->monitor(p.gateway);
+      mark_up(self, index);
+    },
+    [self](dial_failed_atom, std::size_t index, std::string& why) {
+      auto& p = self->state.peers[index];
+      p.dialing = false;
+      if (p.last_problem != why) {
+        spdlog::info("peer {} is unreachable: {}", p.where.text(), why);
+        p.last_problem = std::move(why);
+      }
+      self->delayed_send(self, self->state.settings.ping_interval,
+                         redial_atom::value, index);
+    },
+    [self](redial_atom, std::size_t index) { dial(self, index); },
+    [self](ping_atom) { ping(self); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_peer_watch(caf::actor_system& sys,
+                            std::vector<node_endpoint> peers,
+                            peer_watch_settings settings,
+                            std::shared_ptr<peer_counters> counters) {
+  return sys.spawn(peer_watch, std::move(peers), settings, std::move(counters));
+}
+
+} // namespace coalesce

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/timespan.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/client/cluster_map.hpp>
+
+/// A clustered node's watch over the other nodes of `coalesce.cluster`:
+/// whether each is up as seen from here, logged when it changes and counted
+/// in the node's stats (`peer_counters`).
+///
+/// - It connects off the serving path: each attempt is a detached dialer of
+///   its own (CAF's connect blocks its caller), so a peer that does not
+///   answer holds up no other peer and no request.
+/// - It monitors each reached peer's gateway: a lost connection (a killed
+///   process) kills CAF's proxies of that node, a down message; it then
+///   dials again every `ping_interval` until the peer is back.
+/// - It pings each reached peer every `ping_interval` (the peer's `stats`): a
+///   stopped or hung process keeps its socket open and only a timeout shows
+///   it, so a peer that does not answer within `peer_timeout` is down until
+///   it answers again.
+/// - Every peer counts as down until first reached.
+namespace coalesce {
+
+struct peer_watch_settings {
+  caf::timespan peer_timeout;
+  caf::timespan ping_interval;
+};
+
+caf::actor spawn_peer_watch(caf::actor_system& sys,
+                            std::vector<node_endpoint> peers,
+                            peer_watch_settings settings,
+                            std::shared_ptr<peer_counters> counters);
+
+} // namespace coalesce
