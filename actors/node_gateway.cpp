@@ -168,6 +168,8 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
   if (st.peers != nullptr) {
     stats.peers_down = st.peers->down.load();
     stats.peer_losses = st.peers->losses.load();
+    stats.replica_requests = st.peers->replica_requests.load();
+    stats.replica_failures = st.peers->replica_failures.load();
   }
   auto promise = self->make_response_promise<node_stats>();
   stats_gathering gathering{self, std::move(stats), promise};

@@ -51,11 +51,14 @@ namespace coalesce {
 using foreign_owner_fn = std::function<std::string(const routing_key& key)>;
 
 /// What a clustered node knows of its peers, kept by its peer watch
-/// (coalesce/node/peer_watch.hpp) and read by the gateway into its stats
-/// (`peers_down`, `peer_losses`).
+/// (coalesce/node/peer_watch.hpp) and its secrets' coordinator
+/// (coalesce/node/secret_replicas.hpp), read by the gateway into its stats
+/// (`peers_down`, `peer_losses`, `replica_requests`, `replica_failures`).
 struct peer_counters {
   std::atomic<uint64_t> down{0};
   std::atomic<uint64_t> losses{0};
+  std::atomic<uint64_t> replica_requests{0};
+  std::atomic<uint64_t> replica_failures{0};
 };
 
 /// A gateway in front of the services `services` points at, which must be

@@ -633,6 +633,14 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
     [self](lookup_atom, const std::vector<secret_key>& keys) {
       return lookup_many(self, keys);
     },
+    // A replica's copies: the buffer alone is one replica; passing them on
+    // is the coordinator's (coalesce/node/secret_replicas.hpp).
+    [self](replica_atom, std::vector<secret_entry>& entries) {
+      return queue_entries(self, std::move(entries));
+    },
+    [self](replica_atom, const std::vector<secret_key>& keys) {
+      return lookup_many(self, keys);
+    },
     [self](flush_atom) { return flush(self); },
     [self](seal_atom) { return seal(self); },
     [self](stats_atom) { return current_stats(self->state); },

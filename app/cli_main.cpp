@@ -86,6 +86,11 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", address.nodes,
                  "every node of a cluster as host:port,host:port,...: each "
                  "request goes to its key's owner (--host/--port unused)");
+  app.add_option("--replicas", address.replicas,
+                 "the nodes' coalesce.replicas: a chat's secret requests go to "
+                 "its first live replica")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
   app.require_subcommand(1);
   cli_commands commands;
   for (auto group : command_groups())
@@ -125,7 +130,8 @@ int main(int argc, char** argv) {
     // Connected on each node's first request. The cluster client bounds each
     // exchange with --timeout and names a silent node; the CLI waits a
     // second longer for its answer.
-    s.node = spawn_cluster_client(sys, std::move(nodes), *timeout);
+    s.node = spawn_cluster_client(sys, std::move(nodes), *timeout,
+                                  address.replicas);
     s.address.timeout = *timeout + std::chrono::seconds{1};
     auto code = command->run(s);
     caf::anon_send_exit(s.node, caf::exit_reason::user_shutdown);

@@ -49,6 +49,8 @@ struct node_address {
   caf::timespan timeout = std::chrono::seconds{5};
   /// --nodes: every node of a cluster, "h:p,h:p"; empty: the one node above.
   std::string nodes;
+  /// The nodes' `coalesce.replicas`: on how many a chat's secrets are kept.
+  std::size_t replicas = 3;
 
   std::string where() const {
     return nodes.empty() ? host + ":" + std::to_string(port)

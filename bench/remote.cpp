@@ -40,37 +40,26 @@
 #include <coalesce/node/services.hpp>
 
 #include "node_process.hpp"
+#include "secret_load.hpp"
 
 using namespace coalesce;
-using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-struct bench_config : caf::actor_system_config {
-  std::size_t entries = 200'000;
-  std::size_t batch = 256;
-  // 16 x 256 entries in flight fill the buffer's default pending limit
-  // (4,096): over a socket the answers take longer, and with 8 in flight the
-  // remote producer, not the disk, set the pace (remote_vs_local 0.78 at 8,
-  // 0.94 at 16 in one run; both wrote full batches of ~2,040 rows).
-  std::size_t window = 16;
-  std::size_t rounds = 5;
-  std::string dir = "/tmp";
-  std::string node = bench::own_directory() + "/coalesce-node";
+struct bench_config : caf::actor_system_config, bench::load_options {
   std::string make_certs = COALESCE_SOURCE_DIR "/scripts/make-certs";
   bool plain_only = false;
 
-  bench_config() {
+  // A window of 16 x 256 entries fills the buffer's default pending limit
+  // (4,096): over a socket the answers take longer, and with 8 in flight the
+  // remote producer, not the disk, set the pace (remote_vs_local 0.78 at 8,
+  // 0.94 at 16 in one run; both wrote full batches of ~2,040 rows).
+  bench_config() : load_options{200'000, 256, 16, 5} {
     register_message_types(*this);
     load<caf::io::middleman>();
-    opt_group{custom_options_, "bench"}
-      .add(entries, "entries", "entries per measurement")
-      .add(batch, "batch", "entries in one queue request")
-      .add(window, "window", "queue requests in flight")
-      .add(rounds, "rounds", "rounds of interleaved measurements (>= 1)")
-      .add(dir, "dir", "where the fresh databases and certificates are made")
-      .add(node, "node", "the coalesce-node binary")
-      .add(make_certs, "make-certs", "the scripts/make-certs script")
+    caf::config_option_adder adder{custom_options_, "bench"};
+    add_to(adder);
+    adder.add(make_certs, "make-certs", "the scripts/make-certs script")
       .add(plain_only, "plain-only", "skip the TLS leg");
   }
 };
@@ -90,91 +79,6 @@ struct tls_client_config : caf::actor_system_config {
   bench::fail_bench("remote", what);
 }
 
-double seconds_since(clock_type::time_point start) {
-  return std::chrono::duration<double>(clock_type::now() - start).count();
-}
-
-/// CPU seconds (user and system) this process used so far.
-double own_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-secret_entry make_entry(std::size_t i) {
-  auto id = std::to_string(i);
-  return secret_entry{"1203630" + std::to_string(i % 997) + "@g.us",
-                      "55119876" + std::to_string(i % 8191) + "@s.whatsapp.net",
-                      "3EB0" + id,
-                      std::vector<uint8_t>(secret_size, static_cast<uint8_t>(i)),
-                      0, 1'700'000'000};
-}
-
-std::vector<std::vector<secret_entry>> make_batches(const bench_config& cfg) {
-  std::vector<std::vector<secret_entry>> batches;
-  for (std::size_t i = 0; i < cfg.entries; i += cfg.batch) {
-    std::vector<secret_entry> batch;
-    for (auto j = i; j < std::min(cfg.entries, i + cfg.batch); ++j)
-      batch.push_back(make_entry(j));
-    batches.push_back(std::move(batch));
-  }
-  return batches;
-}
-
-/// Every remote request has a finite timeout; this one is generous, the
-/// disk may be slow for seconds.
-constexpr auto request_timeout = std::chrono::seconds{60};
-
-struct producer_state {
-  std::vector<std::vector<secret_entry>> batches;
-  std::size_t next = 0;
-  std::size_t answered = 0;
-};
-
-/// Sends the batches with at most `window` in flight, then one flush, and
-/// quits when the flush was answered (with the error if anything failed).
-caf::behavior producer(caf::stateful_actor<producer_state>* self,
-                       caf::actor buffer,
-                       std::vector<std::vector<secret_entry>> batches,
-                       std::size_t window) {
-  self->state.batches = std::move(batches);
-  auto on_error = [self](caf::error& err) { self->quit(err); };
-  auto flush = [self, buffer, on_error] {
-    self->request(buffer, request_timeout, flush_atom::value)
-      .then([self](ok_atom) { self->quit(); }, on_error);
-  };
-  auto send_next = std::make_shared<std::function<void()>>();
-  *send_next = [self, buffer, send_next, flush, on_error] {
-    auto& st = self->state;
-    if (st.next == st.batches.size())
-      return;
-    self->request(buffer, request_timeout, queue_atom::value,
-                  std::move(st.batches[st.next++]))
-      .then(
-        [self, send_next, flush](ok_atom) {
-          if (++self->state.answered == self->state.batches.size()) {
-            // The callback holds itself: release it, or it leaks.
-            *send_next = nullptr;
-            flush();
-          } else {
-            (*send_next)();
-          }
-        },
-        [send_next, on_error](caf::error& err) {
-          *send_next = nullptr;
-          on_error(err);
-        });
-  };
-  for (std::size_t i = 0; i < window; ++i)
-    (*send_next)();
-  if (self->state.batches.empty()) {
-    *send_next = nullptr;
-    flush();
-  }
-  return {[](caf::unit_t) {}};
-}
-
 /// One run of the load: its rows per second, how many RocksDB write
 /// batches (fsyncs) carried them, and the CPU time every process involved
 /// spent on it (the cost of the path, which other load on the machine does
@@ -188,18 +92,9 @@ struct measurement {
 /// Rows per second of the load against `buffer`, until its flush answered.
 double drive(caf::actor_system& sys, const bench_config& cfg,
              caf::actor buffer) {
-  auto batches = make_batches(cfg);
-  caf::scoped_actor self{sys};
-  auto start = clock_type::now();
-  auto load = sys.spawn(producer, std::move(buffer), std::move(batches),
-                        cfg.window);
-  caf::error failure;
-  self->monitor(load);
-  self->receive([&](caf::down_msg& down) { failure = down.reason; });
-  auto elapsed = seconds_since(start);
-  if (failure && failure != caf::exit_reason::normal)
-    fail("the load failed: " + sys.render(failure));
-  return cfg.entries / elapsed;
+  return bench::drive_load(sys, "remote", std::move(buffer), cfg.entries,
+                           cfg.batch, cfg.window)
+    .rows_per_s;
 }
 
 measurement measure_local(caf::actor_system& sys, const bench_config& cfg) {
@@ -211,14 +106,15 @@ measurement measure_local(caf::actor_system& sys, const bench_config& cfg) {
   if (!local)
     fail("cannot start the services: " + sys.render(local.error()));
   measurement result;
-  auto cpu_before = own_cpu_seconds();
+  auto cpu_before = bench::own_cpu_seconds();
   result.rows_per_s
-    = drive(sys, cfg, caf::actor_cast<caf::actor>((*local)->handles().secret_buffer));
-  result.cpu_seconds = own_cpu_seconds() - cpu_before;
+    = drive(sys, cfg,
+            caf::actor_cast<caf::actor>((*local)->handles().secret_buffer));
+  result.cpu_seconds = bench::own_cpu_seconds() - cpu_before;
   caf::scoped_actor self{sys};
   self
     ->request((*local)->service<secret_buffer_service>().actors().buffer,
-              request_timeout, stats_atom::value)
+              bench::load_request_timeout, stats_atom::value)
     .receive(
       [&](const secret_buffer_stats& stats) {
         result.write_batches = stats.batches_written;
@@ -250,11 +146,11 @@ std::optional<measurement> measure_node(caf::actor_system& sys,
     return std::nullopt;
   }
   measurement result;
-  auto cpu_before = own_cpu_seconds() + node.cpu_seconds();
+  auto cpu_before = bench::own_cpu_seconds() + node.cpu_seconds();
   result.rows_per_s = drive(sys, cfg, caf::actor_cast<caf::actor>(*gateway));
-  result.cpu_seconds = own_cpu_seconds() + node.cpu_seconds() - cpu_before;
+  result.cpu_seconds = bench::own_cpu_seconds() + node.cpu_seconds() - cpu_before;
   caf::scoped_actor self{sys};
-  self->request(*gateway, request_timeout, stats_atom::value)
+  self->request(*gateway, bench::load_request_timeout, stats_atom::value)
     .receive(
       [&](const node_stats& stats) {
         result.write_batches = stats.secret_buffer.batches_written;
@@ -429,9 +325,7 @@ int main(int argc, char** argv) {
     fail("invalid options: " + to_string(err));
   if (cfg.cli_helptext_printed)
     return EXIT_SUCCESS;
-  if (cfg.entries == 0 || cfg.batch == 0 || cfg.window == 0 || cfg.rounds == 0)
-    fail("--bench.entries, --bench.batch, --bench.window and --bench.rounds "
-         "must be positive");
+  cfg.check("remote");
   // The in-process services log like a node; only their trouble matters here.
   spdlog::set_level(spdlog::level::warn);
   caf::actor_system sys{cfg};

@@ -34,7 +34,13 @@ struct node_link {
   node_actor handle;
   bool connecting = false;
   std::vector<link_waiter> waiting;
+  /// Until then a replicated key's requests go to its next replica: this
+  /// node failed one (unreachable, silent, shutting down).
+  clock::time_point avoided_until{};
 };
+
+/// How long a node that failed a replicated request is passed over.
+constexpr auto avoid_failed_node = std::chrono::seconds{5};
 
 /// A ticket or lease one node issued, behind the client's own number.
 template <class Issued>
@@ -52,6 +58,9 @@ using issued_tables = std::tuple<issued_table<Issued>...>;
 struct cluster_client_state {
   static inline const char* name = "cluster_client";
   caf::timespan timeout;
+  /// On how many nodes a chat's secrets are kept (the nodes'
+  /// `coalesce.replicas`).
+  std::size_t replicas = 1;
   cluster_map map;
   std::vector<node_link> links;
   uint64_t last_id = 0;
@@ -322,12 +331,158 @@ Issued remember(client_pointer self, std::size_t node, const Issued& real) {
   return Issued{id};
 }
 
+/// Whether `key`'s requests may go to any of its replicas: a chat's
+/// secrets under `replicas` above 1.
+bool replicated(client_pointer self, const routing_key& key) {
+  return key.kind == key_kind::chat && self->state.replicas > 1
+         && self->state.map.size() > 1;
+}
+
+/// The replica a replicated key's request goes to: the first one not passed
+/// over for a recent failure (the owner when all were).
+std::size_t coordinator(client_pointer self, const routing_key& key) {
+  auto candidates = self->state.map.replica_indices(key,
+                                                    self->state.replicas);
+  auto now = clock::now();
+  for (auto index : candidates)
+    if (self->state.links[index].avoided_until <= now)
+      return index;
+  return candidates.front();
+}
+
+/// Whether a failed exchange with a replica is worth one with the next:
+/// the node could not be reached, did not answer, or is shutting down.
+bool worth_failing_over(const caf::error& err) {
+  return err.category() == errc_category
+         && (err.code() == static_cast<uint8_t>(errc::node_unreachable)
+             || err.code() == static_cast<uint8_t>(errc::node_shutting_down));
+}
+
+/// Passes over node `index` for a while; true unless it already was (the
+/// retry then would go where this one went).
+bool avoid(client_pointer self, std::size_t index) {
+  auto& link = self->state.links[index];
+  auto now = clock::now();
+  auto fresh = link.avoided_until <= now;
+  link.avoided_until = now + avoid_failed_node;
+  return fresh;
+}
+
+/// One attempt's deadline: a share of the request's, so that a replica that
+/// does not answer leaves time for the next.
+clock::time_point attempt_deadline(client_pointer self,
+                                   clock::time_point deadline) {
+  auto share = std::chrono::duration_cast<clock::duration>(
+    self->state.timeout / static_cast<int64_t>(self->state.replicas));
+  return std::min(deadline, clock::now() + share);
+}
+
+/// A batch of replicated keys (`atom, *items`): one part per coordinator,
+/// sent at once; answered once every part is. A part whose coordinator
+/// fails is not waited for: the whole batch goes again with that node
+/// passed over (a secret queued or looked up twice is harmless), until the
+/// request's deadline.
+template <class Output, class Atom, class T>
+void attempt_batch(client_pointer self, Atom atom,
+                   std::shared_ptr<const std::vector<T>> items,
+                   caf::typed_response_promise<Output> promise,
+                   clock::time_point deadline) {
+  auto rule = routing_rule(atom, *items);
+  std::map<std::size_t, std::vector<std::size_t>> positions;
+  for (std::size_t i = 0; i < items->size(); ++i)
+    positions[coordinator(self, rule.keys[i])].push_back(i);
+  struct attempt {
+    Output total;
+    std::size_t outstanding;
+    bool ended = false;
+  };
+  auto state = std::make_shared<attempt>();
+  if constexpr (is_vector<Output>::value)
+    state->total.resize(items->size());
+  state->outstanding = positions.size();
+  auto this_attempt = attempt_deadline(self, deadline);
+  for (auto& [node, where] : positions) {
+    std::vector<T> part;
+    part.reserve(where.size());
+    for (auto i : where)
+      part.push_back((*items)[i]);
+    auto index = node;
+    auto placed = std::make_shared<std::vector<std::size_t>>(where);
+    send_to<Output>(
+      self, index, this_attempt,
+      [state, placed, promise](Output& answer) mutable {
+        if (state->ended)
+          return;
+        if constexpr (is_vector<Output>::value) {
+          for (std::size_t i = 0; i < placed->size() && i < answer.size(); ++i)
+            state->total[(*placed)[i]] = std::move(answer[i]);
+        } else {
+          add_counters(state->total, answer);
+        }
+        if (--state->outstanding == 0) {
+          state->ended = true;
+          promise.deliver(std::move(state->total));
+        }
+      },
+      [self, atom, items, state, promise, deadline,
+       index](const caf::error& err) mutable {
+        if (state->ended)
+          return;
+        state->ended = true;
+        if (worth_failing_over(err) && clock::now() < deadline
+            && avoid(self, index))
+          attempt_batch<Output>(self, atom, items, promise, deadline);
+        else
+          promise.deliver(err);
+      },
+      atom, std::move(part));
+  }
+  if (positions.empty())
+    promise.deliver(std::move(state->total));
+}
+
+/// One replicated key's request (`xs`), to its coordinator, again to the
+/// next replica while it fails and the deadline allows.
+template <class Output, class... Ts>
+void attempt_one(client_pointer self, routing_key key,
+                 std::shared_ptr<const std::string> key_text,
+                 caf::typed_response_promise<Output> promise,
+                 clock::time_point deadline, std::tuple<Ts...> xs) {
+  key.value = *key_text;
+  auto index = coordinator(self, key);
+  std::apply(
+    [&](auto... args) {
+      send_to<Output>(
+        self, index, attempt_deadline(self, deadline),
+        [promise](Output& answer) mutable { promise.deliver(std::move(answer)); },
+        [self, key, key_text, promise, deadline, index,
+         xs](const caf::error& err) mutable {
+          if (worth_failing_over(err) && clock::now() < deadline
+              && avoid(self, index))
+            attempt_one<Output>(self, key, key_text, promise, deadline, xs);
+          else
+            promise.deliver(err);
+        },
+        std::move(args)...);
+    },
+    xs);
+}
+
 /// A request naming one key: to its owner. What the owner answers that a
 /// service issues (a ticket, a lease) is answered under the client's own
 /// number, remembering the owner.
 template <class Output, class Atom, class... Args>
 caf::result<Output> to_owner(client_pointer self, const routing_key& key,
                              Atom atom, Args&... args) {
+  if constexpr (!contains_v<all_issued, Output>) {
+    if (replicated(self, key)) {
+      auto promise = self->make_response_promise<Output>();
+      auto text = std::make_shared<const std::string>(key.value);
+      attempt_one<Output>(self, key, text, promise, deadline_of(self),
+                          std::make_tuple(atom, std::move(args)...));
+      return promise;
+    }
+  }
   auto owner = self->state.map.owner_index(key);
   if constexpr (!contains_v<all_issued, Output>) {
     return relay<Output>(self, owner, atom, std::move(args)...);
@@ -351,6 +506,13 @@ caf::result<Output> to_owner(client_pointer self, const routing_key& key,
 template <class Output, class Atom, class T>
 caf::result<Output> to_owners(client_pointer self, const routing_keys_t& keys,
                               Atom atom, std::vector<T>& xs) {
+  if (!keys.empty() && replicated(self, keys.front())) {
+    auto promise = self->make_response_promise<Output>();
+    attempt_batch<Output>(
+      self, atom, std::make_shared<const std::vector<T>>(std::move(xs)),
+      promise, deadline_of(self));
+    return promise;
+  }
   // Every owner before any item moves: the keys view into the items.
   std::vector<std::size_t> owners;
   owners.reserve(keys.size());
@@ -466,9 +628,11 @@ node_actor::behavior_type routers(client_pointer self,
 }
 
 node_actor::behavior_type cluster_client(client_pointer self, cluster_map map,
-                                         caf::timespan timeout) {
+                                         caf::timespan timeout,
+                                         std::size_t replicas) {
   auto& st = self->state;
   st.timeout = timeout;
+  st.replicas = std::max<std::size_t>(replicas, 1);
   st.map = std::move(map);
   for (const auto& node : st.map.nodes()) {
     st.links.emplace_back();
@@ -487,8 +651,8 @@ node_actor::behavior_type cluster_client(client_pointer self, cluster_map map,
 } // namespace
 
 node_actor spawn_cluster_client(caf::actor_system& sys, cluster_map nodes,
-                                caf::timespan timeout) {
-  return sys.spawn(cluster_client, std::move(nodes), timeout);
+                                caf::timespan timeout, std::size_t replicas) {
+  return sys.spawn(cluster_client, std::move(nodes), timeout, replicas);
 }
 
 } // namespace coalesce

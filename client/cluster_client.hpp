@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
@@ -35,7 +37,14 @@
 ///   with `errc::stopped_before_answer`.
 namespace coalesce {
 
+/// `replicas`: the nodes' `coalesce.replicas`. A chat's secret requests go
+/// to the chat's first replica not recently failed (its coordinator) and,
+/// when that one cannot be reached, does not answer within its share of
+/// `timeout` (a third for three replicas) or is shutting down, to the next,
+/// within `timeout`; a node that failed is passed over for 5 s. Every other
+/// key's requests go to its owner alone.
 node_actor spawn_cluster_client(caf::actor_system& sys, cluster_map nodes,
-                                caf::timespan timeout);
+                                caf::timespan timeout,
+                                std::size_t replicas = 3);
 
 } // namespace coalesce

@@ -110,19 +110,30 @@ std::optional<std::string> cluster_map::parse_list(const std::string& entries,
 }
 
 std::size_t cluster_map::owner_index(const routing_key& key) const {
-  std::size_t best = 0;
-  uint64_t best_weight = 0;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    auto w = weight(nodes_[i].text(), key);
-    // Ties (practically never) go to the smaller address, not the earlier
-    // entry, so that the order of the list never matters.
-    if (i == 0 || w > best_weight
-        || (w == best_weight && nodes_[i].text() < nodes_[best].text())) {
-      best = i;
-      best_weight = w;
-    }
-  }
-  return best;
+  return replica_indices(key, 1).front();
+}
+
+std::vector<std::size_t> cluster_map::replica_indices(const routing_key& key,
+                                                      std::size_t count) const {
+  std::vector<std::pair<uint64_t, std::size_t>> ranked;
+  ranked.reserve(nodes_.size());
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    ranked.emplace_back(weight(nodes_[i].text(), key), i);
+  // Ties (practically never) go to the smaller address, not the earlier
+  // entry, so that the order of the list never matters.
+  auto first = [this](const auto& x, const auto& y) {
+    if (x.first != y.first)
+      return x.first > y.first;
+    return nodes_[x.second].text() < nodes_[y.second].text();
+  };
+  count = std::min(count, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + count, ranked.end(),
+                    first);
+  std::vector<std::size_t> result;
+  result.reserve(count);
+  for (std::size_t i = 0; i < count; ++i)
+    result.push_back(ranked[i].second);
+  return result;
 }
 
 std::optional<std::size_t>

@@ -80,6 +80,12 @@ public:
     return nodes_[owner_index(key)];
   }
 
+  /// The first `count` nodes of `key`'s rendezvous order (all of them when
+  /// the list is shorter): its replicas, its owner first. Adding a node
+  /// changes a key's replicas only by the new node taking a place.
+  std::vector<std::size_t> replica_indices(const routing_key& key,
+                                           std::size_t count) const;
+
   std::optional<std::size_t> index_of(const node_endpoint& node) const;
 
 private:

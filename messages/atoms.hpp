@@ -22,6 +22,8 @@ using write_atom = caf::atom_constant<caf::atom("write")>;
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+/// A coordinator's request to one replica of a key, served there alone.
+using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using page_atom = caf::atom_constant<caf::atom("page")>;
 using append_atom = caf::atom_constant<caf::atom("append")>;
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;

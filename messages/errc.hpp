@@ -65,6 +65,11 @@ enum class errc : uint8_t {
   /// the context names the key and its owner (the client's list of nodes
   /// is outdated or wrong).
   not_owner = 20,
+  /// A replicated request reached no majority of a key's replicas in time
+  /// (coalesce.replicas); the context names the replicas that failed and
+  /// why. A `queue` so answered may still be held by the replicas that did
+  /// answer: it was not acknowledged, and a retry is harmless.
+  no_quorum = 21,
 };
 
 /// Each error's name (logs, tests) and the sentence it renders as; one row
@@ -103,6 +108,8 @@ inline constexpr errc_text errc_texts[] = {
   {errc::stale_generation, "stale_generation",
     "storage holds a newer generation of the session"},
   {errc::not_owner, "not_owner", "this node does not own the key"},
+  {errc::no_quorum, "no_quorum",
+    "no majority of the key's replicas answered"},
 };
 
 constexpr bool errc_texts_in_order() {

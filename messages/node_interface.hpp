@@ -78,6 +78,11 @@ struct node_stats : services_with_stats::apply<stats_members> {
   uint64_t peers_down = 0;
   /// Times a peer this node had reached went down (lost or silent).
   uint64_t peer_losses = 0;
+  /// Copies and lookups this node, coordinating a chat's secrets, sent to
+  /// other replicas, and how many of them failed (no answer in time, no
+  /// connection, an error).
+  uint64_t replica_requests = 0;
+  uint64_t replica_failures = 0;
 };
 
 template <class F, class... Services>
@@ -87,6 +92,8 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("refused_requests", x.refused_requests),
            field("peers_down", x.peers_down),
            field("peer_losses", x.peer_losses),
+           field("replica_requests", x.replica_requests),
+           field("replica_failures", x.replica_failures),
            field(Services::stats_name, x.*Services::stats)...);
 }
 
@@ -111,7 +118,8 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
 struct node_own_stats {
   using gauges = members<&node_stats::uptime_s, &node_stats::peers_down>;
   using counters
-    = members<&node_stats::refused_requests, &node_stats::peer_losses>;
+    = members<&node_stats::refused_requests, &node_stats::peer_losses,
+              &node_stats::replica_requests, &node_stats::replica_failures>;
 };
 
 /// What lists the gauges and counters of `Stats`: `node_own_stats` for

@@ -26,6 +26,13 @@ using secret_buffer_requests = caf::typed_actor<
   /// Many keys in one message, for remote callers; answers in key order.
   caf::replies_to<lookup_atom, std::vector<secret_key>>::with<
     std::vector<secret_lookup>>,
+  /// A coordinator's copy of captures for this replica (a cluster with
+  /// `coalesce.replicas` above 1): queued like `queue`, passed on to no
+  /// other node.
+  caf::replies_to<replica_atom, std::vector<secret_entry>>::with<ok_atom>,
+  /// This replica's own answer to a coordinator's lookup, in key order.
+  caf::replies_to<replica_atom, std::vector<secret_key>>::with<
+    std::vector<secret_lookup>>,
   caf::replies_to<flush_atom>::with<ok_atom>,
   /// A flush that answers an error naming the failure if the data is not
   /// durable within the deadline; the data stays pending and is retried.
@@ -89,6 +96,15 @@ struct secret_buffer_descriptor {
   }
 
   static each_key routed_by(lookup_atom, const std::vector<secret_key>& xs) {
+    return each_key::of(key_kind::chat, xs, &secret_key::chat);
+  }
+
+  static each_key routed_by(replica_atom,
+                            const std::vector<secret_entry>& xs) {
+    return each_key::of(key_kind::chat, xs, &secret_entry::chat);
+  }
+
+  static each_key routed_by(replica_atom, const std::vector<secret_key>& xs) {
     return each_key::of(key_kind::chat, xs, &secret_key::chat);
   }
 

@@ -22,6 +22,10 @@ void cluster_options::add_to(caf::config_option_adder& adder) {
             described("how long another node of the cluster may leave a "
                       "ping unanswered before this one counts it down",
                       peer_timeout));
+  adder.add(replicas, "replicas",
+            described("on how many nodes of the cluster a chat's secrets "
+                      "are kept (every node when there are fewer)",
+                      replicas));
 }
 
 std::string cluster_options::validate(const std::string& group,
@@ -30,6 +34,8 @@ std::string cluster_options::validate(const std::string& group,
   if (peer_timeout.count() <= 0)
     return option_key(group, "peer-timeout") + " = "
            + caf::deep_to_string(peer_timeout) + " must be positive";
+  if (replicas == 0)
+    return option_key(group, "replicas") + " = 0 must be at least 1";
   if (cluster.empty())
     return {};
   auto key = option_key(group, "cluster");
@@ -48,26 +54,33 @@ foreign_owner_fn cluster_options::foreign_owner(const std::string& host,
                                                 uint16_t port) const {
   if (cluster.empty())
     return {};
-  cluster_map map;
-  cluster_map::parse(cluster, "coalesce.cluster", map);
-  auto self = *map.index_of(node_endpoint{host, port});
-  return [map = std::move(map), self](const routing_key& key) {
-    auto owner = map.owner_index(key);
-    return owner == self ? std::string{} : map.nodes()[owner].text();
+  auto nodes = map();
+  auto self = index_of(host, port);
+  auto copies = replicates_secrets() ? replicas : std::size_t{1};
+  return [nodes = std::move(nodes), self, copies](const routing_key& key) {
+    // A chat's secrets are kept on its replicas, every other key on its
+    // owner alone.
+    auto kept_by = nodes.replica_indices(
+      key, key.kind == key_kind::chat ? copies : std::size_t{1});
+    if (std::find(kept_by.begin(), kept_by.end(), self) != kept_by.end())
+      return std::string{};
+    std::string names;
+    for (auto index : kept_by)
+      names += (names.empty() ? "" : ", ") + nodes.nodes()[index].text();
+    return names;
   };
 }
 
-std::vector<node_endpoint> cluster_options::peers(const std::string& host,
-                                                  uint16_t port) const {
-  std::vector<node_endpoint> result;
-  if (cluster.empty())
-    return result;
-  cluster_map map;
-  cluster_map::parse(cluster, "coalesce.cluster", map);
-  for (const auto& node : map.nodes())
-    if (!(node == node_endpoint{host, port}))
-      result.push_back(node);
+cluster_map cluster_options::map() const {
+  cluster_map result;
+  if (!cluster.empty())
+    cluster_map::parse(cluster, "coalesce.cluster", result);
   return result;
+}
+
+std::size_t cluster_options::index_of(const std::string& host,
+                                      uint16_t port) const {
+  return *map().index_of(node_endpoint{host, port});
 }
 
 peer_watch_settings cluster_options::watch_settings() const {

@@ -24,6 +24,9 @@ struct cluster_options {
   /// How long a peer may leave a ping unanswered before this node counts
   /// it down; it is pinged three times as often.
   caf::timespan peer_timeout = std::chrono::seconds{3};
+  /// On how many nodes a chat's secrets are kept (its first `replicas`
+  /// nodes by rendezvous order; every node when the list is shorter).
+  std::size_t replicas = 3;
 
   void add_to(caf::config_option_adder& adder);
 
@@ -36,10 +39,17 @@ struct cluster_options {
   /// not this node; null for a single node. The options must be valid.
   foreign_owner_fn foreign_owner(const std::string& host, uint16_t port) const;
 
-  /// The other nodes of the list (empty for a node alone). The options must
-  /// be valid.
-  std::vector<node_endpoint> peers(const std::string& host,
-                                   uint16_t port) const;
+  /// The list (empty for a node alone). The options must be valid.
+  cluster_map map() const;
+
+  /// This node's index in `map()`. The options must be valid and the list
+  /// not empty.
+  std::size_t index_of(const std::string& host, uint16_t port) const;
+
+  /// Whether a chat's secrets are kept on several nodes.
+  bool replicates_secrets() const {
+    return cluster.size() > 1 && replicas > 1;
+  }
 
   peer_watch_settings watch_settings() const;
 };

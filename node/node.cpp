@@ -13,6 +13,8 @@
 #include <coalesce/client/connect.hpp>
 #include <coalesce/node/metrics.hpp>
 #include <coalesce/node/peer_watch.hpp>
+#include <coalesce/node/secret_buffer_service.hpp>
+#include <coalesce/node/secret_replicas.hpp>
 #include <coalesce/node/services.hpp>
 
 namespace coalesce {
@@ -88,12 +90,24 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     return EXIT_FAILURE;
   }
   auto& local = **services;
-  auto peer_view = settings.cluster.peers(settings.host, settings.port);
-  auto counters = peer_view.empty() ? nullptr
-                                    : std::make_shared<peer_counters>();
+  auto cluster = settings.cluster.map();
+  auto clustered = cluster.size() > 1;
+  auto self_index = clustered
+                      ? settings.cluster.index_of(settings.host, settings.port)
+                      : 0;
+  auto counters = clustered ? std::make_shared<peer_counters>() : nullptr;
+  auto handles = local.handles();
+  secret_replicas_actor replicas;
+  if (settings.cluster.replicates_secrets()) {
+    replicas = spawn_secret_replicas(
+      sys, local.service<secret_buffer_service>().actors().buffer,
+      {cluster, self_index, settings.cluster.replicas,
+       settings.cluster.peer_timeout, counters});
+    handles.secret_buffer = caf::actor_cast<secret_buffer_requests>(replicas);
+  }
   auto gateway = spawn_node_gateway(
-    sys, local.handles(),
-    settings.cluster.foreign_owner(settings.host, settings.port), counters);
+    sys, handles, settings.cluster.foreign_owner(settings.host, settings.port),
+    counters);
   auto tls = sys.has_openssl_manager();
   auto port = publish_gateway(sys, gateway, settings);
   if (!port) {
@@ -121,9 +135,10 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   if (settings.stats_interval.count() > 0)
     reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
   caf::actor watch;
-  if (!peer_view.empty())
-    watch = spawn_peer_watch(sys, std::move(peer_view),
-                             settings.cluster.watch_settings(), counters);
+  if (clustered)
+    watch = spawn_peer_watch(sys, cluster, self_index,
+                             settings.cluster.watch_settings(), counters,
+                             caf::actor_cast<caf::actor>(replicas));
 
   int signal = 0;
   sigwait(&shutdown_signals, &signal);
@@ -148,6 +163,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     left, std::chrono::milliseconds{1}));
   unpublish_gateway(sys, gateway, *port);
   stop_gateway(sys, gateway);
+  if (replicas)
+    caf::anon_send_exit(replicas, caf::exit_reason::user_shutdown);
   auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;
   spdlog::info("stopped ({})", status == EXIT_SUCCESS
                                  ? "everything written"

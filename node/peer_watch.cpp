@@ -8,6 +8,7 @@
 
 #include <coalesce/client/connect.hpp>
 #include <coalesce/messages/atoms.hpp>
+#include <coalesce/node/secret_replicas.hpp>
 
 namespace coalesce {
 
@@ -20,6 +21,8 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;
 
 struct peer {
   node_endpoint where;
+  /// Its index in the cluster list.
+  uint64_t index = 0;
   /// Null while no connection is known.
   node_actor gateway;
   bool up = false;
@@ -33,6 +36,7 @@ struct peer_watch_state {
   std::vector<peer> peers;
   peer_watch_settings settings;
   std::shared_ptr<peer_counters> counters;
+  caf::actor subscriber;
 };
 
 using watch_pointer = caf::stateful_actor<peer_watch_state>*;
@@ -45,6 +49,9 @@ void mark_up(watch_pointer self, std::size_t index) {
   p.up = true;
   --self->state.counters->down;
   spdlog::info("peer {} is up", p.where.text());
+  if (self->state.subscriber)
+    self->send(self->state.subscriber, peer_up_atom::value, p.index,
+               p.gateway);
 }
 
 void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
@@ -55,6 +62,8 @@ void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
   ++self->state.counters->down;
   ++self->state.counters->losses;
   spdlog::warn("peer {} is down: {}", p.where.text(), why);
+  if (self->state.subscriber)
+    self->send(self->state.subscriber, peer_down_atom::value, p.index);
 }
 
 /// Connects in a detached actor of its own and reports back.
@@ -105,15 +114,21 @@ void ping(watch_pointer self) {
                      ping_atom::value);
 }
 
-caf::behavior peer_watch(watch_pointer self, std::vector<node_endpoint> peers,
+caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
                          peer_watch_settings settings,
-                         std::shared_ptr<peer_counters> counters) {
+                         std::shared_ptr<peer_counters> counters,
+                         caf::actor subscriber) {
   auto& st = self->state;
   st.settings = settings;
   st.counters = std::move(counters);
-  st.counters->down = peers.size();
-  for (auto& where : peers)
-    st.peers.push_back(peer{std::move(where), {}, false, false, {}});
+  st.subscriber = std::move(subscriber);
+  for (std::size_t index = 0; index < map.size(); ++index)
+    if (index != own) {
+      st.peers.emplace_back();
+      st.peers.back().where = map.nodes()[index];
+      st.peers.back().index = index;
+    }
+  st.counters->down = st.peers.size();
   self->set_down_handler([self](caf::down_msg& msg) {
     for (std::size_t index = 0; index < self->state.peers.size(); ++index) {
       auto& p = self->state.peers[index];
@@ -154,11 +169,12 @@ caf::behavior peer_watch(watch_pointer self, std::vector<node_endpoint> peers,
 
 } // namespace
 
-caf::actor spawn_peer_watch(caf::actor_system& sys,
-                            std::vector<node_endpoint> peers,
-                            peer_watch_settings settings,
-                            std::shared_ptr<peer_counters> counters) {
-  return sys.spawn(peer_watch, std::move(peers), settings, std::move(counters));
+caf::actor spawn_peer_watch(caf::actor_system& sys, const cluster_map& map,
+                            std::size_t self, peer_watch_settings settings,
+                            std::shared_ptr<peer_counters> counters,
+                            caf::actor subscriber) {
+  return sys.spawn(peer_watch, map, self, settings, std::move(counters),
+                   std::move(subscriber));
 }
 
 } // namespace coalesce

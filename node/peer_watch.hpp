@@ -24,6 +24,9 @@
 ///   it, so a peer that does not answer within `peer_timeout` is down until
 ///   it answers again.
 /// - Every peer counts as down until first reached.
+/// - A `subscriber` (the secrets' coordinator, secret_replicas.hpp) is told
+///   each change: `peer_up_atom, INDEX, gateway` and `peer_down_atom,
+///   INDEX`, by the peer's index in the cluster list.
 namespace coalesce {
 
 struct peer_watch_settings {
@@ -31,9 +34,10 @@ struct peer_watch_settings {
   caf::timespan ping_interval;
 };
 
-caf::actor spawn_peer_watch(caf::actor_system& sys,
-                            std::vector<node_endpoint> peers,
-                            peer_watch_settings settings,
-                            std::shared_ptr<peer_counters> counters);
+/// Watches every node of `map` but the one at `self`.
+caf::actor spawn_peer_watch(caf::actor_system& sys, const cluster_map& map,
+                            std::size_t self, peer_watch_settings settings,
+                            std::shared_ptr<peer_counters> counters,
+                            caf::actor subscriber = {});
 
 } // namespace coalesce

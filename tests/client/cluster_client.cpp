@@ -111,9 +111,13 @@ struct cluster_fixture {
                                 + std::to_string(members[i].port));
     }
     CAF_REQUIRE(!cluster_map::parse(cluster.cluster, "cluster", map));
+    // Every key on its owner alone: the routing of each kind of request.
+    // Replicated secrets (the node's coordinator) are proven with real node
+    // processes (tests/app/cluster.sh).
+    cluster.replicas = 1;
     for (auto& m : members)
       m.start(cluster);
-    client = spawn_cluster_client(client_sys, map, timeout);
+    client = spawn_cluster_client(client_sys, map, timeout, 1);
     choose_chats();
   }
 

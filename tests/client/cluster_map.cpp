@@ -141,3 +141,49 @@ CAF_TEST(each request is routed by the key it names) {
             && by_session[0].value == "s");
   CAF_CHECK(routing_keys(await_atom::value, backfill_ticket{7}).empty());
 }
+
+CAF_TEST(the replicas of a key are its rendezvous order with the owner first) {
+  const std::vector<std::string> five = {"127.0.0.1:4301", "127.0.0.1:4302",
+                                         "127.0.0.1:4303", "127.0.0.1:4304",
+                                         "127.0.0.1:4305"};
+  auto map = nodes(five);
+  auto shuffled = nodes({five[3], five[1], five[4], five[0], five[2]});
+  std::map<std::size_t, int> second_place;
+  for (const auto& room : room_names(2000)) {
+    routing_key key{key_kind::room, room};
+    auto replicas = map.replica_indices(key, 3);
+    CAF_REQUIRE_EQUAL(replicas.size(), 3u);
+    CAF_CHECK_EQUAL(replicas.front(), map.owner_index(key));
+    CAF_CHECK(replicas[0] != replicas[1] && replicas[1] != replicas[2]
+              && replicas[0] != replicas[2]);
+    // The same set in the same order whatever the order of the list.
+    auto other = shuffled.replica_indices(key, 3);
+    for (std::size_t i = 0; i < 3; ++i)
+      CAF_CHECK_EQUAL(map.nodes()[replicas[i]].text(),
+                      shuffled.nodes()[other[i]].text());
+    // Dropping a node that is not a replica changes neither.
+    std::vector<std::string> four;
+    for (std::size_t i = 0; i < five.size(); ++i)
+      if (i != replicas[0] && i != replicas[1] && i != replicas[2]) {
+        four = five;
+        four.erase(four.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    auto smaller = nodes(four);
+    auto kept = smaller.replica_indices(key, 3);
+    for (std::size_t i = 0; i < 3; ++i)
+      CAF_CHECK_EQUAL(smaller.nodes()[kept[i]].text(),
+                      map.nodes()[replicas[i]].text());
+    ++second_place[replicas[1]];
+  }
+  // Every node is somebody's second replica, about a fifth of the time.
+  CAF_CHECK_EQUAL(second_place.size(), 5u);
+  for (const auto& [node, count] : second_place)
+    CAF_CHECK(count > 300 && count < 500);
+  // Fewer nodes than replicas: every node, the owner first.
+  auto pair = nodes({five[0], five[1]});
+  routing_key key{key_kind::chat, "g@g.us"};
+  auto both = pair.replica_indices(key, 3);
+  CAF_CHECK_EQUAL(both.size(), 2u);
+  CAF_CHECK_EQUAL(both.front(), pair.owner_index(key));
+}

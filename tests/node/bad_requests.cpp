@@ -206,6 +206,18 @@ std::vector<bad_request> secret_rows(mode from) {
       return ask(self, node, lookup_atom::value, keys);
     };
   };
+  // A coordinator's copies and lookups for one replica: checked like a
+  // client's own.
+  auto replica_queue = [](v entries) -> send_fn {
+    return [entries](scoped_actor& self, const node_actor& node) {
+      return ask(self, node, replica_atom::value, entries);
+    };
+  };
+  auto replica_lookup = [](std::vector<secret_key> keys) -> send_fn {
+    return [keys](scoped_actor& self, const node_actor& node) {
+      return ask(self, node, replica_atom::value, keys);
+    };
+  };
   // Queues `entry`, then looks it up: the lookup's answer is the row's.
   auto queue_then_lookup = [](secret_entry entry) -> send_fn {
     return [entry](scoped_actor& self, const node_actor& node) {
@@ -293,6 +305,19 @@ std::vector<bad_request> secret_rows(mode from) {
                                       key_with([](secret_key& k) {
                                         k.chat.clear();
                                       })}),
+                         invalid, "the chat is empty (key 1)"));
+  rows.push_back(refused("replica copies: the second entry has an empty msg_id",
+                         s,
+                         replica_queue(v{make_entry("fine-4", 1),
+                                         entry_with([](secret_entry& x) {
+                                           x.msg_id.clear();
+                                         })}),
+                         invalid, "the msg_id is empty (entry 1)"));
+  rows.push_back(refused("replica lookup: the second key has an empty chat", s,
+                         replica_lookup({key_of(probe_msg_id),
+                                         key_with([](secret_key& k) {
+                                           k.chat.clear();
+                                         })}),
                          invalid, "the chat is empty (key 1)"));
   rows.push_back(fine("lookup many: no keys (answers no lookups)", s,
                       lookup_many({}),

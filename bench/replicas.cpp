@@ -1,0 +1,206 @@
+// scripts/bench replicas: what keeping every chat's secrets on three nodes
+// costs. The same load (bench/secret_load.hpp: batches queued with a window
+// in flight, then one flush) two ways, in one run:
+// - single: one coalesce-node child alone, through connect_node;
+// - replicated: three coalesce-node children on 127.0.0.1 with one
+//   coalesce.cluster list and coalesce.replicas 3 (every chat on all three),
+//   through the cluster client, each `queue` answered once two of the three
+//   hold it.
+// Durable rows per second until the flush answered, the `queue` p99, and CPU
+// per row of every process involved (the client and the nodes). Three
+// replicas on one 2-core machine triple the writes: the targets are
+// replicated_vs_single >= 0.3 and cpu_per_row_vs_single <= 3.5. The legs are
+// interleaved for `rounds` rounds, best compared with best. Sessions are not
+// replicated yet (no persist leg). The last line is one JSON object.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <nlohmann/json.hpp>
+
+#include <coalesce/client/cluster_client.hpp>
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/registration.hpp>
+
+#include "node_process.hpp"
+#include "secret_load.hpp"
+
+using namespace coalesce;
+
+namespace {
+
+struct bench_config : caf::actor_system_config, bench::load_options {
+  bench_config() : load_options{100'000, 256, 16, 2} {
+    register_message_types(*this);
+    load<caf::io::middleman>();
+    caf::config_option_adder adder{custom_options_, "bench"};
+    add_to(adder);
+  }
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  bench::fail_bench("replicas", what);
+}
+
+struct measurement {
+  double rows_per_s = 0;
+  double queue_p99_ms = 0;
+  double cpu_seconds = 0;
+};
+
+measurement measure_single(caf::actor_system& sys, const bench_config& cfg) {
+  bench::temp_dir dir{cfg.dir, "single"};
+  bench::node_process node{"replicas", cfg.node, dir.path(), {}};
+  auto gateway = connect_node(sys, "127.0.0.1", node.port(),
+                              std::chrono::seconds{10});
+  if (!gateway)
+    fail(unreachable_sentence(sys, gateway.error()));
+  auto cpu_before = bench::own_cpu_seconds() + node.cpu_seconds();
+  auto load = bench::drive_load(sys, "replicas",
+                                caf::actor_cast<caf::actor>(*gateway),
+                                cfg.entries, cfg.batch, cfg.window);
+  measurement result;
+  result.rows_per_s = load.rows_per_s;
+  result.queue_p99_ms = load.queue_p99_ms;
+  result.cpu_seconds = bench::own_cpu_seconds() + node.cpu_seconds()
+                       - cpu_before;
+  return result;
+}
+
+/// Ports the kernel hands out now, released at once: each node's fixed
+/// entry of the cluster list.
+std::vector<uint16_t> free_ports(std::size_t count) {
+  std::vector<int> sockets;
+  std::vector<uint16_t> ports;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(addr);
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0
+        || getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) != 0)
+      fail("cannot get a free port");
+    sockets.push_back(fd);
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (auto fd : sockets)
+    close(fd);
+  return ports;
+}
+
+measurement measure_replicated(caf::actor_system& sys,
+                               const bench_config& cfg) {
+  auto ports = free_ports(3);
+  std::string list;
+  std::vector<std::string> entries;
+  for (auto port : ports) {
+    entries.push_back("127.0.0.1:" + std::to_string(port));
+    list += (list.empty() ? "[\"" : ",\"") + entries.back() + "\"";
+  }
+  list += "]";
+  std::vector<std::unique_ptr<bench::temp_dir>> dirs;
+  std::vector<std::unique_ptr<bench::node_process>> nodes;
+  for (auto port : ports) {
+    dirs.push_back(std::make_unique<bench::temp_dir>(cfg.dir, "replica"));
+    nodes.push_back(std::make_unique<bench::node_process>(
+      "replicas", cfg.node, dirs.back()->path(),
+      std::vector<std::string>{"--coalesce.port=" + std::to_string(port),
+                               "--coalesce.cluster=" + list,
+                               "--coalesce.replicas=3"}));
+  }
+  cluster_map map;
+  if (auto problem = cluster_map::parse(entries, "cluster", map))
+    fail(*problem);
+  auto client = spawn_cluster_client(sys, map, std::chrono::seconds{30}, 3);
+  auto cpu_of_all = [&] {
+    auto total = bench::own_cpu_seconds();
+    for (auto& node : nodes)
+      total += node->cpu_seconds();
+    return total;
+  };
+  auto cpu_before = cpu_of_all();
+  auto load = bench::drive_load(sys, "replicas",
+                                caf::actor_cast<caf::actor>(client),
+                                cfg.entries, cfg.batch, cfg.window);
+  measurement result;
+  result.rows_per_s = load.rows_per_s;
+  result.queue_p99_ms = load.queue_p99_ms;
+  result.cpu_seconds = cpu_of_all() - cpu_before;
+  caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
+  return result;
+}
+
+const measurement& best(const std::vector<measurement>& runs) {
+  return *std::max_element(runs.begin(), runs.end(), [](auto& x, auto& y) {
+    return x.rows_per_s < y.rows_per_s;
+  });
+}
+
+double round2(double x) {
+  return std::round(x * 100) / 100;
+}
+
+double cpu_us_per_row(const bench_config& cfg, const measurement& run) {
+  return run.cpu_seconds * 1e6 / static_cast<double>(cfg.entries);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bench_config cfg;
+  if (auto err = cfg.parse(argc, argv))
+    fail("invalid options: " + to_string(err));
+  if (cfg.cli_helptext_printed)
+    return EXIT_SUCCESS;
+  cfg.check("replicas");
+  caf::actor_system sys{cfg};
+  std::vector<measurement> single;
+  std::vector<measurement> replicated;
+  for (std::size_t round = 1; round <= cfg.rounds; ++round) {
+    auto& one = single.emplace_back(measure_single(sys, cfg));
+    auto& three = replicated.emplace_back(measure_replicated(sys, cfg));
+    std::cout << "round " << round << " single: " << std::lround(one.rows_per_s)
+              << " rows/s, queue p99 " << round2(one.queue_p99_ms) << " ms, "
+              << round2(cpu_us_per_row(cfg, one)) << " us CPU/row; replicated: "
+              << std::lround(three.rows_per_s) << " rows/s, queue p99 "
+              << round2(three.queue_p99_ms) << " ms, "
+              << round2(cpu_us_per_row(cfg, three)) << " us CPU/row"
+              << std::endl;
+  }
+  const auto& one = best(single);
+  const auto& three = best(replicated);
+  nlohmann::ordered_json summary{
+    {"bench", "replicas"},
+    {"entries", cfg.entries},
+    {"batch", cfg.batch},
+    {"window", cfg.window},
+    {"rounds", cfg.rounds},
+    {"replicas", 3},
+    {"single_rows_per_s", std::round(one.rows_per_s)},
+    {"replicated_rows_per_s", std::round(three.rows_per_s)},
+    {"replicated_vs_single", round2(three.rows_per_s / one.rows_per_s)},
+    {"single_queue_p99_ms", round2(one.queue_p99_ms)},
+    {"replicated_queue_p99_ms", round2(three.queue_p99_ms)},
+    {"single_cpu_us_per_row", round2(cpu_us_per_row(cfg, one))},
+    {"replicated_cpu_us_per_row", round2(cpu_us_per_row(cfg, three))},
+    {"cpu_per_row_vs_single",
+     round2(cpu_us_per_row(cfg, three) / cpu_us_per_row(cfg, one))},
+    {"sessions", "not replicated yet"},
+    {"load_average", bench::load_average()},
+  };
+  std::cout << summary.dump() << std::endl;
+  return EXIT_SUCCESS;
+}

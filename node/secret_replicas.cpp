@@ -1,0 +1,380 @@
+#include <coalesce/node/secret_replicas.hpp>
+
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/errc.hpp>
+
+namespace coalesce {
+
+namespace {
+
+struct secret_replicas_state {
+  static inline const char* name = "secret_replicas";
+  secret_buffer_actor local;
+  secret_replica_settings settings;
+  /// Each peer's gateway by its index in the cluster list; null while the
+  /// peer watch does not know it up.
+  std::vector<node_actor> peers;
+  /// Whether each peer's last request failed: a failure is logged when a
+  /// peer starts failing, not for every request.
+  std::vector<bool> failing;
+};
+
+using replicas_pointer
+  = secret_replicas_actor::stateful_pointer<secret_replicas_state>;
+
+/// Which nodes hold which items of a batch: `positions[node]` are the
+/// items node `node` replicates, `chats[i]` the chat (quorum group) of item
+/// i, `replicas_of[chat]` how many replicas the chat has.
+struct replica_plan {
+  std::map<std::size_t, std::vector<std::size_t>> positions;
+  std::vector<std::size_t> chat_of;
+  std::vector<std::size_t> replicas_of_chat;
+};
+
+template <class T, class ChatOf>
+replica_plan plan_for(replicas_pointer self, const std::vector<T>& items,
+                      ChatOf chat_of) {
+  const auto& settings = self->state.settings;
+  replica_plan plan;
+  std::unordered_map<std::string, std::size_t> chats;
+  std::vector<std::vector<std::size_t>> nodes_of_chat;
+  plan.chat_of.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& chat = chat_of(items[i]);
+    auto [where, added] = chats.emplace(chat, nodes_of_chat.size());
+    if (added) {
+      nodes_of_chat.push_back(settings.map.replica_indices(
+        routing_key{key_kind::chat, chat}, settings.replicas));
+      plan.replicas_of_chat.push_back(nodes_of_chat.back().size());
+    }
+    plan.chat_of.push_back(where->second);
+    for (auto node : nodes_of_chat[where->second])
+      plan.positions[node].push_back(i);
+  }
+  return plan;
+}
+
+/// Counts the answers of one replicated request per chat and decides it
+/// once: `ok` when every chat has a majority, the failure when some chat
+/// can no longer get one.
+class quorum {
+public:
+  explicit quorum(const replica_plan& plan)
+    : chat_of_(plan.chat_of),
+      answered_(plan.replicas_of_chat.size(), 0),
+      open_(plan.replicas_of_chat),
+      needed_(plan.replicas_of_chat.size()) {
+    for (std::size_t c = 0; c < needed_.size(); ++c)
+      needed_[c] = plan.replicas_of_chat[c] / 2 + 1;
+    short_ = needed_.size();
+  }
+
+  /// Node answered for the items at `positions`; true once every chat has
+  /// its majority (the first time only).
+  bool answered(const std::vector<std::size_t>& positions) {
+    for (auto c : chats_in(positions)) {
+      --open_[c];
+      if (++answered_[c] == needed_[c])
+        --short_;
+    }
+    return settle(short_ == 0);
+  }
+
+  /// Node `where` failed (`why`) for the items at `positions`; true once
+  /// some chat can no longer reach its majority (the first time only).
+  bool failed(const std::string& where, const std::string& why,
+              const std::vector<std::size_t>& positions) {
+    failures_ += (failures_.empty() ? "" : "; ") + where + " " + why;
+    bool lost = false;
+    for (auto c : chats_in(positions)) {
+      --open_[c];
+      if (answered_[c] < needed_[c] && answered_[c] + open_[c] < needed_[c])
+        lost = true;
+    }
+    return settle(lost);
+  }
+
+  const std::string& failures() const {
+    return failures_;
+  }
+
+private:
+  std::vector<std::size_t> chats_in(const std::vector<std::size_t>& positions) {
+    std::vector<std::size_t> result;
+    std::vector<bool> seen(needed_.size(), false);
+    for (auto i : positions)
+      if (!seen[chat_of_[i]]) {
+        seen[chat_of_[i]] = true;
+        result.push_back(chat_of_[i]);
+      }
+    return result;
+  }
+
+  bool settle(bool decided) {
+    if (!decided || decided_)
+      return false;
+    decided_ = true;
+    return true;
+  }
+
+  std::vector<std::size_t> chat_of_;
+  std::vector<std::size_t> answered_;
+  std::vector<std::size_t> open_;
+  std::vector<std::size_t> needed_;
+  std::size_t short_ = 0;
+  bool decided_ = false;
+  std::string failures_;
+};
+
+caf::error no_quorum(const quorum& q) {
+  return make_error(errc::no_quorum, "failed replicas: " + q.failures());
+}
+
+std::string render_failure(replicas_pointer self, const caf::error& err) {
+  if (err == caf::sec::request_timeout)
+    return "did not answer within "
+           + caf::deep_to_string(self->state.settings.timeout);
+  return "failed: " + self->system().render(err);
+}
+
+/// Runs `then(gateway)` with peer `node`'s gateway, connecting first when
+/// none is known (the peer watch dropped it, or never had it): CAF's
+/// middleman actor answers at once for a node it is connected to.
+template <class Then, class Failed>
+void with_peer(replicas_pointer self, std::size_t node, Then then,
+               Failed failed) {
+  if (auto& known = self->state.peers[node])
+    return then(known);
+  const auto& where = self->state.settings.map.nodes()[node];
+  self
+    ->request(connector(self->system()), self->state.settings.timeout,
+              caf::connect_atom::value, where.host, where.port)
+    .then(
+      [self, node, then, failed](const caf::node_id&,
+                                 caf::strong_actor_ptr& handle,
+                                 const std::set<std::string>& interface) mutable {
+        if (handle == nullptr
+            || !self->system().assignable<node_actor>(interface))
+          return failed(std::string{"is not a coalesce node of this version"});
+        auto gateway = caf::actor_cast<node_actor>(std::move(handle));
+        self->state.peers[node] = gateway;
+        then(gateway);
+      },
+      [self, failed](caf::error& err) mutable {
+        failed("cannot be connected: " + render_failure(self, err));
+      });
+}
+
+/// Sends each replica its part of `items` (`replica_atom, part`: to this
+/// node's buffer, or to a peer's gateway), then `on_answer(node, answer)`
+/// or `on_failure(node, why)`.
+template <class Answer, class T, class OnAnswer, class OnFailure>
+void to_replicas(replicas_pointer self, const replica_plan& plan,
+                 const std::vector<T>& items, OnAnswer on_answer,
+                 OnFailure on_failure) {
+  const auto& st = self->state;
+  for (const auto& [node, positions] : plan.positions) {
+    std::vector<T> part;
+    part.reserve(positions.size());
+    for (auto i : positions)
+      part.push_back(items[i]);
+    auto node_index = node;
+    auto remote = node != st.settings.self;
+    auto answered = [self, on_answer, node_index,
+                     remote](Answer& answer) mutable {
+      if (remote)
+        self->state.failing[node_index] = false;
+      on_answer(node_index, answer);
+    };
+    auto failed = [self, on_failure, node_index,
+                   remote](const std::string& why) mutable {
+      if (remote) {
+        ++self->state.settings.counters->replica_failures;
+        if (!self->state.failing[node_index]) {
+          self->state.failing[node_index] = true;
+          spdlog::warn("secrets: replica {} failed a request: {}",
+                       self->state.settings.map.nodes()[node_index].text(),
+                       why);
+        }
+      }
+      on_failure(node_index, why);
+    };
+    auto errored = [self, failed](caf::error& err) mutable {
+      failed(render_failure(self, err));
+    };
+    if (node == st.settings.self) {
+      // In process, it always answers (back-pressure may take a while).
+      self->request(st.local, caf::infinite, replica_atom::value,
+                    std::move(part))
+        .then(answered, errored);
+      continue;
+    }
+    ++st.settings.counters->replica_requests;
+    with_peer(
+      self, node,
+      [self, part = std::move(part), answered,
+       errored](const node_actor& gateway) mutable {
+        self->request(gateway, self->state.settings.timeout,
+                      replica_atom::value, std::move(part))
+          .then(answered, errored);
+      },
+      failed);
+  }
+}
+
+/// The failure half of a replicated request: decides it `no_quorum` once
+/// some chat can no longer get its majority.
+template <class Promise>
+auto failing_quorum(replicas_pointer self, std::shared_ptr<quorum> votes,
+                    std::shared_ptr<replica_plan> plan, Promise promise) {
+  return [self, votes, plan, promise](std::size_t node,
+                                      const std::string& why) mutable {
+    if (votes->failed(self->state.settings.map.nodes()[node].text(), why,
+                      plan->positions[node]))
+      promise.deliver(no_quorum(*votes));
+  };
+}
+
+caf::result<ok_atom> replicate(replicas_pointer self,
+                               std::vector<secret_entry> entries) {
+  if (entries.empty())
+    return ok_atom::value;
+  auto plan = plan_for(self, entries,
+                       [](const secret_entry& x) -> const std::string& {
+                         return x.chat;
+                       });
+  auto promise = self->make_response_promise<ok_atom>();
+  auto votes = std::make_shared<quorum>(plan);
+  auto positions = std::make_shared<replica_plan>(plan);
+  to_replicas<ok_atom>(
+    self, plan, entries,
+    [votes, positions, promise](std::size_t node, ok_atom) mutable {
+      if (votes->answered(positions->positions[node]))
+        promise.deliver(ok_atom::value);
+    },
+    failing_quorum(self, votes, positions, promise));
+  return promise;
+}
+
+/// Two replicas' answers for one key, combined alike everywhere.
+secret_lookup merged(secret_lookup x, secret_lookup y) {
+  if (!x.found)
+    return y;
+  if (!y.found)
+    return x;
+  if (x.secret != y.secret)
+    return x.secret > y.secret ? x : y;
+  x.message_ts = std::max(x.message_ts, y.message_ts);
+  return x;
+}
+
+caf::result<std::vector<secret_lookup>>
+read_quorum(replicas_pointer self, std::vector<secret_key> keys) {
+  if (keys.empty())
+    return std::vector<secret_lookup>{};
+  auto plan = plan_for(self, keys,
+                       [](const secret_key& x) -> const std::string& {
+                         return x.chat;
+                       });
+  auto promise = self->make_response_promise<std::vector<secret_lookup>>();
+  auto votes = std::make_shared<quorum>(plan);
+  auto positions = std::make_shared<replica_plan>(plan);
+  auto result = std::make_shared<std::vector<secret_lookup>>(keys.size());
+  to_replicas<std::vector<secret_lookup>>(
+    self, plan, keys,
+    [votes, positions, result,
+     promise](std::size_t node, std::vector<secret_lookup>& found) mutable {
+      const auto& where = positions->positions[node];
+      for (std::size_t i = 0; i < where.size() && i < found.size(); ++i)
+        (*result)[where[i]] = merged((*result)[where[i]], std::move(found[i]));
+      if (votes->answered(where))
+        promise.deliver(*result);
+    },
+    failing_quorum(self, votes, positions, promise));
+  return promise;
+}
+
+secret_replicas_actor::behavior_type
+secret_replicas(replicas_pointer self, secret_buffer_actor local,
+                secret_replica_settings settings) {
+  auto& st = self->state;
+  st.local = std::move(local);
+  st.peers.resize(settings.map.size());
+  st.failing.resize(settings.map.size(), false);
+  st.settings = std::move(settings);
+  return {
+    [self](queue_atom, std::vector<secret_entry>& entries) {
+      return replicate(self, std::move(entries));
+    },
+    [self](queue_atom, secret_entry& entry) {
+      std::vector<secret_entry> entries;
+      entries.push_back(std::move(entry));
+      return replicate(self, std::move(entries));
+    },
+    [self](lookup_atom, std::vector<secret_key>& keys) {
+      return read_quorum(self, std::move(keys));
+    },
+    [self](lookup_atom, secret_key& key) -> caf::result<secret_lookup> {
+      auto promise = self->make_response_promise<secret_lookup>();
+      std::vector<secret_key> keys;
+      keys.push_back(std::move(key));
+      self->request(caf::actor_cast<secret_replicas_actor>(self),
+                    caf::infinite, lookup_atom::value, std::move(keys))
+        .then(
+          [promise](std::vector<secret_lookup>& found) mutable {
+            promise.deliver(std::move(found.front()));
+          },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+      return promise;
+    },
+    [self](replica_atom, std::vector<secret_entry>& entries) {
+      return self->delegate(self->state.local, replica_atom::value,
+                            std::move(entries));
+    },
+    [self](replica_atom, std::vector<secret_key>& keys) {
+      return self->delegate(self->state.local, replica_atom::value,
+                            std::move(keys));
+    },
+    [self](flush_atom) {
+      return self->delegate(self->state.local, flush_atom::value);
+    },
+    [self](flush_atom, caf::timespan deadline) {
+      return self->delegate(self->state.local, flush_atom::value, deadline);
+    },
+    [self](seal_atom) {
+      return self->delegate(self->state.local, seal_atom::value);
+    },
+    [self](stats_atom) {
+      return self->delegate(self->state.local, stats_atom::value);
+    },
+    [self](peer_up_atom, uint64_t index, node_actor& gateway) {
+      if (index < self->state.peers.size())
+        self->state.peers[index] = std::move(gateway);
+    },
+    [self](peer_down_atom, uint64_t index) {
+      if (index < self->state.peers.size())
+        self->state.peers[index] = nullptr;
+    },
+  };
+}
+
+} // namespace
+
+secret_replicas_actor spawn_secret_replicas(caf::actor_system& sys,
+                                            secret_buffer_actor local,
+                                            secret_replica_settings settings) {
+  return sys.spawn(secret_replicas, std::move(local), std::move(settings));
+}
+
+} // namespace coalesce

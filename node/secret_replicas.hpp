@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/timespan.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/actors/secret_buffer.hpp>
+#include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/node_interface.hpp>
+
+/// The coordinator of a clustered node's secrets (`coalesce.replicas` above
+/// 1): the gateway hands it the secret requests the local buffer would get,
+/// and it keeps each chat's captures on the chat's replicas (its first
+/// `replicas` nodes by rendezvous order, this node among them; the gateway
+/// refuses a chat it does not replicate).
+///
+/// - `queue` sends each replica its part at once (this node's buffer one of
+///   them) and is answered `ok` once a majority of every chat's replicas
+///   hold its entries in memory: each replica's buffer writes them behind
+///   into its own RocksDB, so a crash of any one node loses no answered
+///   secret, with no fsync on the path. A replica that does not answer
+///   within `timeout` holds up no answer a majority already gives; when no
+///   majority can answer, `errc::no_quorum` names the replicas that failed.
+/// - `lookup` asks every replica and answers once a majority of each chat's
+///   replicas answered, merged: a found capture over none; of two, the
+///   later message time, and of two different secrets the greater bytes
+///   (every replica and coordinator picks alike). So a lookup sees every
+///   capture whose `queue` was answered before it was sent: the majorities
+///   of the two meet in one replica.
+/// - The `replica` requests (a coordinator's copies and lookups for this
+///   node alone), `flush`, `seal` and `stats` go to this node's buffer.
+/// - Peers are reached through their gateways, as the peer watch reports
+///   them (`peer_up`, `peer_down`); one not known is connected to on
+///   demand, through CAF's middleman actor (which answers at once for a
+///   node it is connected to).
+namespace coalesce {
+
+using peer_up_atom = caf::atom_constant<caf::atom("peerup")>;
+using peer_down_atom = caf::atom_constant<caf::atom("peerdown")>;
+
+/// The buffer's interface plus what the peer watch tells it, by the peer's
+/// index in the cluster list.
+using secret_replicas_actor = secret_buffer_interface::extend<
+  caf::reacts_to<peer_up_atom, uint64_t, node_actor>,
+  caf::reacts_to<peer_down_atom, uint64_t>>;
+
+struct secret_replica_settings {
+  cluster_map map;
+  /// This node's index in `map`.
+  std::size_t self = 0;
+  std::size_t replicas = 3;
+  /// How long a replica may take to answer.
+  caf::timespan timeout;
+  /// Where it counts the requests it sends other replicas and their
+  /// failures (the node's stats).
+  std::shared_ptr<peer_counters> counters;
+};
+
+secret_replicas_actor spawn_secret_replicas(caf::actor_system& sys,
+                                            secret_buffer_actor local,
+                                            secret_replica_settings settings);
+
+} // namespace coalesce
