@@ -202,6 +202,28 @@ assert sum(v['replica_failures'] for v in live) > 0, live"
   stop_cluster
 }
 
+# A replica that does not answer holds up no answer a majority gives: with
+# one replica stopped, a put and a get through the chat's first replica are
+# answered well within the 5 s that replica is given.
+test_a_stopped_replica_holds_up_no_answer_a_majority_gives() {
+  start_cluster stall- --coalesce.peer-timeout=5s || { CURRENT_OK=0; return; }
+  local replicas coordinator stopped started
+  replicas=($(ccli owner secret chat0@g.us))
+  coordinator=$(index_of "${replicas[0]}")
+  stopped=$(index_of "${replicas[2]}")
+  kill -STOP "${PID_OF[$stopped]}"
+  started=$SECONDS
+  check "a put through the first replica exits 0" \
+    tcli "${PORTS[$coordinator]}" --timeout=20s secret put chat0@g.us sender0 st-1 "$(hex32 7)" 0 1700000007
+  check "a get through it reads the put back" \
+    [ "$(tcli "${PORTS[$coordinator]}" --timeout=20s secret get chat0@g.us sender0 st-1)" = "$(hex32 7) 1700000007" ]
+  echo "    both answered in $((SECONDS - started)) s with ${replicas[2]} stopped"
+  check "both within 4 s, before the stopped replica's 5 s were up" \
+    [ $((SECONDS - started)) -lt 4 ]
+  kill -CONT "${PID_OF[$stopped]}"
+  stop_cluster
+}
+
 # A queue that reaches no majority is answered so, naming the replicas.
 test_a_put_without_a_majority_of_replicas_fails_naming_them() {
   start_cluster quorum- || { CURRENT_OK=0; return; }
@@ -267,6 +289,7 @@ test_a_node_counts_a_stopped_or_killed_peer_down_and_up_again() {
 
 run_test "secrets sessions and backfills are routed to their owners"
 run_test "a killed replica loses no answered secret and its chats stay served"
+run_test "a stopped replica holds up no answer a majority gives"
 run_test "a put without a majority of replicas fails naming them"
 run_test "a node counts a stopped or killed peer down and up again"
 
