@@ -159,6 +159,12 @@ test_a_killed_replica_loses_no_answered_secret_and_its_chats_stay_served() {
     [ "$(ccli owner session "s$i")" = "$dead_where" ] && { session_owner="s$i"; break; }
   done
   kill -KILL "${PID_OF[$dead]}"
+  local killed_ms
+  killed_ms=$(date +%s%3N)
+  # Availability: the first answer for the dead node's chat after the kill.
+  check "a get of the dead node's chat is answered" \
+    [ "$(ccli --timeout=6s secret get chat0@g.us sender0 k-0)" = "$(hex32 1) 1700000000" ]
+  echo "    availability: the dead replica's chat answered $(($(date +%s%3N) - killed_ms)) ms after the kill (timeout 6 s)"
   wait_exit "${PID_OF[$dead]}" 30
   local started=$SECONDS
   check "every answered entry is read back" \
@@ -221,6 +227,17 @@ test_a_stopped_replica_holds_up_no_answer_a_majority_gives() {
   check "both within 4 s, before the stopped replica's 5 s were up" \
     [ $((SECONDS - started)) -lt 4 ]
   kill -CONT "${PID_OF[$stopped]}"
+  # Availability with the first replica hung: the cluster client gives it a
+  # third of the timeout, then asks the next replica.
+  kill -STOP "${PID_OF[$coordinator]}"
+  local stopped_ms
+  stopped_ms=$(date +%s%3N)
+  check "with the first replica stopped, a get through --nodes reads the put" \
+    [ "$(ccli --timeout=6s secret get chat0@g.us sender0 st-1)" = "$(hex32 7) 1700000007" ]
+  local took=$(($(date +%s%3N) - stopped_ms))
+  echo "    availability: answered $took ms after the first replica stopped (timeout 6 s, a third per replica)"
+  check "within the timeout" [ "$took" -lt 6000 ]
+  kill -CONT "${PID_OF[$coordinator]}"
   stop_cluster
 }
 
