@@ -1,5 +1,6 @@
 #include <coalesce/node/secret_replicas.hpp>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -28,6 +29,9 @@ struct secret_replicas_state {
   /// Whether each peer's last request failed: a failure is logged when a
   /// peer starts failing, not for every request.
   std::vector<bool> failing;
+  /// How to fail each request under way, so that stopping answers it.
+  uint64_t last_decision = 0;
+  std::unordered_map<uint64_t, std::function<void(const caf::error&)>> open;
 };
 
 using replicas_pointer
@@ -233,16 +237,35 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
   }
 }
 
+/// Opens a decision: `done` gets the answer or the error once, and an exit
+/// of the actor before that answers `stopped_before_answer` (CAF 0.17
+/// drops a parked promise silently). Returns what decides it: false when it
+/// was already decided.
+template <class T>
+auto open_decision(replicas_pointer self,
+                   std::function<void(caf::expected<T>)> done) {
+  auto id = ++self->state.last_decision;
+  self->state.open.emplace(id, [done](const caf::error& err) {
+    done(caf::expected<T>{err});
+  });
+  return [self, id, done](caf::expected<T> outcome) {
+    if (self->state.open.erase(id) == 0)
+      return false;
+    done(std::move(outcome));
+    return true;
+  };
+}
+
 /// The failure half of a replicated request: decides it `no_quorum` once
 /// some chat can no longer get its majority.
-template <class Promise>
+template <class Decide>
 auto failing_quorum(replicas_pointer self, std::shared_ptr<quorum> votes,
-                    std::shared_ptr<replica_plan> plan, Promise promise) {
-  return [self, votes, plan, promise](std::size_t node,
-                                      const std::string& why) mutable {
+                    std::shared_ptr<replica_plan> plan, Decide decide) {
+  return [self, votes, plan, decide](std::size_t node,
+                                     const std::string& why) mutable {
     if (votes->failed(self->state.settings.map.nodes()[node].text(), why,
                       plan->positions[node]))
-      promise.deliver(no_quorum(*votes));
+      decide(no_quorum(*votes));
   };
 }
 
@@ -255,15 +278,22 @@ caf::result<ok_atom> replicate(replicas_pointer self,
                          return x.chat;
                        });
   auto promise = self->make_response_promise<ok_atom>();
+  auto decide = open_decision<ok_atom>(
+    self, [promise](caf::expected<ok_atom> outcome) mutable {
+      if (outcome)
+        promise.deliver(*outcome);
+      else
+        promise.deliver(outcome.error());
+    });
   auto votes = std::make_shared<quorum>(plan);
   auto positions = std::make_shared<replica_plan>(plan);
   to_replicas<ok_atom>(
     self, plan, entries,
-    [votes, positions, promise](std::size_t node, ok_atom) mutable {
+    [votes, positions, decide](std::size_t node, ok_atom) mutable {
       if (votes->answered(positions->positions[node]))
-        promise.deliver(ok_atom::value);
+        decide(ok_atom::value);
     },
-    failing_quorum(self, votes, positions, promise));
+    failing_quorum(self, votes, positions, decide));
   return promise;
 }
 
@@ -279,30 +309,45 @@ secret_lookup merged(secret_lookup x, secret_lookup y) {
   return x;
 }
 
-caf::result<std::vector<secret_lookup>>
-read_quorum(replicas_pointer self, std::vector<secret_key> keys) {
+using lookups_done
+  = std::function<void(caf::expected<std::vector<secret_lookup>>)>;
+
+/// Asks every replica of the keys' chats; `done` once a majority of each
+/// chat's replicas answered, merged.
+void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
+                 lookups_done done) {
   if (keys.empty())
-    return std::vector<secret_lookup>{};
+    return done(std::vector<secret_lookup>{});
   auto plan = plan_for(self, keys,
                        [](const secret_key& x) -> const std::string& {
                          return x.chat;
                        });
-  auto promise = self->make_response_promise<std::vector<secret_lookup>>();
+  auto decide = open_decision<std::vector<secret_lookup>>(self,
+                                                          std::move(done));
   auto votes = std::make_shared<quorum>(plan);
   auto positions = std::make_shared<replica_plan>(plan);
   auto result = std::make_shared<std::vector<secret_lookup>>(keys.size());
   to_replicas<std::vector<secret_lookup>>(
     self, plan, keys,
     [votes, positions, result,
-     promise](std::size_t node, std::vector<secret_lookup>& found) mutable {
+     decide](std::size_t node, std::vector<secret_lookup>& found) mutable {
       const auto& where = positions->positions[node];
       for (std::size_t i = 0; i < where.size() && i < found.size(); ++i)
         (*result)[where[i]] = merged((*result)[where[i]], std::move(found[i]));
       if (votes->answered(where))
-        promise.deliver(*result);
+        decide(*result);
     },
-    failing_quorum(self, votes, positions, promise));
-  return promise;
+    failing_quorum(self, votes, positions, decide));
+}
+
+/// Answers every request still under way, then stops.
+void stop(replicas_pointer self, const caf::error& reason) {
+  auto open = std::move(self->state.open);
+  self->state.open.clear();
+  for (auto& [id, fail] : open)
+    fail(make_error(errc::stopped_before_answer,
+                    "the node's secrets coordinator stopped"));
+  self->quit(reason);
 }
 
 secret_replicas_actor::behavior_type
@@ -312,6 +357,8 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
   st.local = std::move(local);
   st.peers.resize(settings.map.size());
   st.failing.resize(settings.map.size(), false);
+  self->set_exit_handler(
+    [self](caf::exit_msg& msg) { stop(self, msg.reason); });
   st.settings = std::move(settings);
   return {
     [self](queue_atom, std::vector<secret_entry>& entries) {
@@ -322,20 +369,31 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
       entries.push_back(std::move(entry));
       return replicate(self, std::move(entries));
     },
-    [self](lookup_atom, std::vector<secret_key>& keys) {
-      return read_quorum(self, std::move(keys));
+    [self](lookup_atom, std::vector<secret_key>& keys)
+      -> caf::result<std::vector<secret_lookup>> {
+      auto promise = self->make_response_promise<std::vector<secret_lookup>>();
+      read_quorum(self, std::move(keys),
+                  [promise](caf::expected<std::vector<secret_lookup>>
+                              found) mutable {
+                    if (found)
+                      promise.deliver(std::move(*found));
+                    else
+                      promise.deliver(found.error());
+                  });
+      return promise;
     },
     [self](lookup_atom, secret_key& key) -> caf::result<secret_lookup> {
       auto promise = self->make_response_promise<secret_lookup>();
       std::vector<secret_key> keys;
       keys.push_back(std::move(key));
-      self->request(caf::actor_cast<secret_replicas_actor>(self),
-                    caf::infinite, lookup_atom::value, std::move(keys))
-        .then(
-          [promise](std::vector<secret_lookup>& found) mutable {
-            promise.deliver(std::move(found.front()));
-          },
-          [promise](caf::error& err) mutable { promise.deliver(err); });
+      read_quorum(self, std::move(keys),
+                  [promise](caf::expected<std::vector<secret_lookup>>
+                              found) mutable {
+                    if (found)
+                      promise.deliver(std::move(found->front()));
+                    else
+                      promise.deliver(found.error());
+                  });
       return promise;
     },
     [self](replica_atom, std::vector<secret_entry>& entries) {
