@@ -377,8 +377,9 @@ clock::time_point attempt_deadline(client_pointer self,
   return std::min(deadline, clock::now() + share);
 }
 
-/// A batch of replicated keys (`atom, *items`): one part per coordinator,
-/// sent at once; answered once every part is. A part whose coordinator
+/// A batch of replicated keys (`atom, *items`): one part per coordinator
+/// (as few as the keys' replicas allow), sent at once; answered once every
+/// part is. A part whose coordinator
 /// fails is not waited for: the whole batch goes again with that node
 /// passed over (a secret queued or looked up twice is harmless), until the
 /// request's deadline.
@@ -388,9 +389,24 @@ void attempt_batch(client_pointer self, Atom atom,
                    caf::typed_response_promise<Output> promise,
                    clock::time_point deadline) {
   auto rule = routing_rule(atom, *items);
+  // Any replica of a key may coordinate it: a key joins a coordinator the
+  // batch already uses when that node is one of its live replicas, so a
+  // batch whose chats share replicas (all of them, with three nodes and
+  // three replicas) is one request, not one per first replica.
   std::map<std::size_t, std::vector<std::size_t>> positions;
-  for (std::size_t i = 0; i < items->size(); ++i)
-    positions[coordinator(self, rule.keys[i])].push_back(i);
+  auto now = clock::now();
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    auto candidates = self->state.map.replica_indices(rule.keys[i],
+                                                      self->state.replicas);
+    auto chosen = coordinator(self, rule.keys[i]);
+    for (auto index : candidates)
+      if (positions.count(index) > 0
+          && self->state.links[index].avoided_until <= now) {
+        chosen = index;
+        break;
+      }
+    positions[chosen].push_back(i);
+  }
   struct attempt {
     Output total;
     std::size_t outstanding;
