@@ -50,7 +50,7 @@ refuse_foreign_key(gateway_pointer self, Atom atom, const Args&... args) {
     return std::nullopt;
   for (const auto& key : routing_keys(atom, args...))
     if (auto owner = foreign_owner(key); !owner.empty())
-      return make_error(errc::not_owner,
+      return make_error(errc::not_replica,
                         describe(key) + " belongs to " + owner);
   return std::nullopt;
 }

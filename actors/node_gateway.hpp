@@ -24,10 +24,11 @@
 ///   refusing: every later request is answered with `errc::node_shutting_down`,
 ///   while in-process producers keep the services' own shutdown paths (the
 ///   buffer's seal).
-/// - In a cluster, it refuses a request for a key another node owns with
-///   `errc::not_owner`, naming the key and its owner ("room R belongs to
-///   127.0.0.1:4302"), so that a client with an outdated list of nodes is
-///   told rather than served by the wrong node. A request with several keys
+/// - In a cluster, it refuses a request for a key it does not keep (a chat
+///   it is not a replica of, a session or room another node owns) with
+///   `errc::not_replica`, naming the key and the nodes that keep it ("room R
+///   belongs to 127.0.0.1:4302"), so that a client with an outdated list of
+///   nodes is told rather than served by the wrong node. A request with several keys
 ///   (a batch of secrets, a lookup of many keys) is refused whole, naming
 ///   the first key in it another node owns; nothing of it is done. A
 ///   request that carries no key (a flush, a backfill ticket, a session

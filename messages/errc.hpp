@@ -61,10 +61,11 @@ enum class errc : uint8_t {
   /// Storage holds a newer generation of the session (or a delete's
   /// tombstone of one) than the write carries: a stale writer never wins.
   stale_generation = 19,
-  /// The request names a key another node of the configured cluster owns;
-  /// the context names the key and its owner (the client's list of nodes
-  /// is outdated or wrong).
-  not_owner = 20,
+  /// The request names a key this node does not keep under the configured
+  /// cluster: a chat it is not a replica of, a session or room another node
+  /// owns; the context names the key and the nodes that keep it (the
+  /// client's list of nodes, or its `replicas`, is outdated or wrong).
+  not_replica = 20,
   /// A replicated request reached no majority of a key's replicas in time
   /// (coalesce.replicas); the context names the replicas that failed and
   /// why. A `queue` so answered may still be held by the replicas that did
@@ -107,7 +108,7 @@ inline constexpr errc_text errc_texts[] = {
     "the session handle did not deliver a snapshot"},
   {errc::stale_generation, "stale_generation",
     "storage holds a newer generation of the session"},
-  {errc::not_owner, "not_owner", "this node does not own the key"},
+  {errc::not_replica, "not_replica", "this node is not a replica of the key"},
   {errc::no_quorum, "no_quorum",
     "no majority of the key's replicas answered"},
 };

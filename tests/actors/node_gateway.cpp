@@ -223,10 +223,10 @@ struct cluster_gateway_fixture : gateway_fixture {
   }
 };
 
-bool is_not_owner(const error& err) {
+bool is_not_replica(const error& err) {
   // CAF 0.17's category() of no error dereferences nothing: ask first.
   return err && err.category() == errc_category
-         && err.code() == static_cast<uint8_t>(errc::not_owner);
+         && err.code() == static_cast<uint8_t>(errc::not_replica);
 }
 
 } // namespace
@@ -239,18 +239,18 @@ CAF_TEST(a cluster member serves its own keys and refuses others naming the owne
   auto owner = cluster.owner({key_kind::chat, theirs}).text();
   CAF_CHECK(!refusal<ok_atom>(queue_atom::value, entry_in(mine, "M1")));
   auto refused = refusal<ok_atom>(queue_atom::value, entry_in(theirs, "M2"));
-  CAF_REQUIRE(is_not_owner(refused));
+  CAF_REQUIRE(is_not_replica(refused));
   CAF_CHECK_EQUAL(sys.render(refused),
-                  "this node does not own the key: chat " + theirs
+                  "this node is not a replica of the key: chat " + theirs
                     + " belongs to " + owner);
-  CAF_CHECK(is_not_owner(refusal<secret_lookup>(
+  CAF_CHECK(is_not_replica(refusal<secret_lookup>(
     lookup_atom::value, secret_key{theirs, "a@s.whatsapp.net", "M2"})));
   auto room = name(key_kind::room, "!room", false);
-  CAF_CHECK(is_not_owner(refusal<uint64_t>(append_atom::value, room,
+  CAF_CHECK(is_not_replica(refusal<uint64_t>(append_atom::value, room,
                                            std::vector<timeline_event>{})));
   backfill_request request;
   request.room = room;
-  CAF_CHECK(is_not_owner(refusal<backfill_ticket>(enqueue_atom::value,
+  CAF_CHECK(is_not_replica(refusal<backfill_ticket>(enqueue_atom::value,
                                                   request)));
   request.room = name(key_kind::room, "!room", true);
   CAF_CHECK(!refusal<backfill_ticket>(enqueue_atom::value, request));
@@ -264,16 +264,16 @@ CAF_TEST(a batch with a foreign key is refused whole naming its first foreign ow
     queue_atom::value,
     std::vector<secret_entry>{entry_in(mine, "M1"), entry_in(theirs, "M2"),
                               entry_in(mine, "M3")});
-  CAF_REQUIRE(is_not_owner(refused));
+  CAF_REQUIRE(is_not_replica(refused));
   CAF_CHECK_EQUAL(sys.render(refused),
-                  "this node does not own the key: chat " + theirs
+                  "this node is not a replica of the key: chat " + theirs
                     + " belongs to " + owner);
   CAF_CHECK(ask<ok_atom>(flush_atom::value) == ok_atom::value);
   auto stats = ask<node_stats>(stats_atom::value);
   CAF_CHECK_EQUAL(stats.secret_buffer.entries_written, 0u);
   auto lookups = std::vector<secret_key>{{mine, "a@s.whatsapp.net", "M1"},
                                          {theirs, "a@s.whatsapp.net", "M2"}};
-  CAF_CHECK(is_not_owner(refusal<std::vector<secret_lookup>>(
+  CAF_CHECK(is_not_replica(refusal<std::vector<secret_lookup>>(
     lookup_atom::value, lookups)));
 }
 
