@@ -338,16 +338,25 @@ bool replicated(client_pointer self, const routing_key& key) {
          && self->state.map.size() > 1;
 }
 
+/// Whether node `index` is not passed over for a recent failure.
+bool live(client_pointer self, std::size_t index, clock::time_point now) {
+  return self->state.links[index].avoided_until <= now;
+}
+
 /// The replica a replicated key's request goes to: the first one not passed
 /// over for a recent failure (the owner when all were).
-std::size_t coordinator(client_pointer self, const routing_key& key) {
-  auto candidates = self->state.map.replica_indices(key,
-                                                    self->state.replicas);
-  auto now = clock::now();
-  for (auto index : candidates)
-    if (self->state.links[index].avoided_until <= now)
+std::size_t coordinator(client_pointer self,
+                        const std::vector<std::size_t>& replicas,
+                        clock::time_point now) {
+  for (auto index : replicas)
+    if (live(self, index, now))
       return index;
-  return candidates.front();
+  return replicas.front();
+}
+
+std::vector<std::size_t> replicas_of(client_pointer self,
+                                     const routing_key& key) {
+  return self->state.map.replica_indices(key, self->state.replicas);
 }
 
 /// Whether a failed exchange with a replica is worth one with the next:
@@ -361,10 +370,9 @@ bool worth_failing_over(const caf::error& err) {
 /// Passes over node `index` for a while; true unless it already was (the
 /// retry then would go where this one went).
 bool avoid(client_pointer self, std::size_t index) {
-  auto& link = self->state.links[index];
   auto now = clock::now();
-  auto fresh = link.avoided_until <= now;
-  link.avoided_until = now + avoid_failed_node;
+  auto fresh = live(self, index, now);
+  self->state.links[index].avoided_until = now + avoid_failed_node;
   return fresh;
 }
 
@@ -396,12 +404,10 @@ void attempt_batch(client_pointer self, Atom atom,
   std::map<std::size_t, std::vector<std::size_t>> positions;
   auto now = clock::now();
   for (std::size_t i = 0; i < items->size(); ++i) {
-    auto candidates = self->state.map.replica_indices(rule.keys[i],
-                                                      self->state.replicas);
-    auto chosen = coordinator(self, rule.keys[i]);
-    for (auto index : candidates)
-      if (positions.count(index) > 0
-          && self->state.links[index].avoided_until <= now) {
+    auto replicas = replicas_of(self, rule.keys[i]);
+    auto chosen = coordinator(self, replicas, now);
+    for (auto index : replicas)
+      if (positions.count(index) > 0 && live(self, index, now)) {
         chosen = index;
         break;
       }
@@ -465,7 +471,7 @@ void attempt_one(client_pointer self, routing_key key,
                  caf::typed_response_promise<Output> promise,
                  clock::time_point deadline, std::tuple<Ts...> xs) {
   key.value = *key_text;
-  auto index = coordinator(self, key);
+  auto index = coordinator(self, replicas_of(self, key), clock::now());
   std::apply(
     [&](auto... args) {
       send_to<Output>(

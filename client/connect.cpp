@@ -35,6 +35,30 @@ caf::io::middleman_actor connector(caf::actor_system& sys) {
   return sys.middleman().actor_handle();
 }
 
+caf::expected<node_actor>
+node_answered(caf::actor_system& sys, const std::string& where,
+              caf::strong_actor_ptr handle,
+              const std::set<std::string>& interface) {
+  if (handle == nullptr)
+    return unreachable("no node is published at " + where);
+  if (!sys.assignable<node_actor>(interface))
+    return unreachable("the peer at " + where
+                       + " is not a coalesce node of this version");
+  return caf::actor_cast<node_actor>(std::move(handle));
+}
+
+caf::error connect_failed(caf::actor_system& sys, const std::string& where,
+                          const caf::error& err, caf::timespan timeout) {
+  if (err == caf::sec::request_timeout)
+    return unreachable("the node at " + where
+                       + " did not answer the connection within "
+                       + caf::deep_to_string(timeout));
+  if (err == caf::sec::disconnect_during_handshake)
+    return unreachable(handshake_refused(sys, where));
+  return unreachable("cannot connect to the node at " + where + ": "
+                     + sys.render(err));
+}
+
 caf::expected<node_actor> connect_node(caf::actor_system& sys,
                                        const std::string& host, uint16_t port,
                                        caf::timespan timeout) {
@@ -42,29 +66,14 @@ caf::expected<node_actor> connect_node(caf::actor_system& sys,
   caf::expected<node_actor> result{caf::error{}};
   caf::scoped_actor self{sys};
   self
-    ->request(connector(sys), timeout,
-              caf::connect_atom::value, host, port)
+    ->request(connector(sys), timeout, caf::connect_atom::value, host, port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& handle,
           const std::set<std::string>& interface) {
-        if (handle == nullptr)
-          result = unreachable("no node is published at " + where);
-        else if (!sys.assignable<node_actor>(interface))
-          result = unreachable("the peer at " + where
-                               + " is not a coalesce node of this version");
-        else
-          result = caf::actor_cast<node_actor>(std::move(handle));
+        result = node_answered(sys, where, std::move(handle), interface);
       },
       [&](caf::error& err) {
-        if (err == caf::sec::request_timeout)
-          result = unreachable("the node at " + where
-                               + " did not answer the connection within "
-                               + caf::deep_to_string(timeout));
-        else if (err == caf::sec::disconnect_during_handshake)
-          result = unreachable(handshake_refused(sys, where));
-        else
-          result = unreachable("cannot connect to the node at " + where + ": "
-                               + sys.render(err));
+        result = connect_failed(sys, where, err, timeout);
       });
   return result;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -41,5 +42,38 @@ caf::expected<node_actor> connect_node(caf::actor_system& sys,
 
 /// The sentence an error of `connect_node` carries.
 std::string unreachable_sentence(caf::actor_system& sys, const caf::error& err);
+
+/// What `connect_node` makes of the connector's answer for `where`
+/// ("host:port"): the node, or `errc::node_unreachable` with its sentence.
+caf::expected<node_actor>
+node_answered(caf::actor_system& sys, const std::string& where,
+              caf::strong_actor_ptr handle,
+              const std::set<std::string>& interface);
+
+/// What `connect_node` makes of the connector's error for `where`.
+caf::error connect_failed(caf::actor_system& sys, const std::string& where,
+                          const caf::error& err, caf::timespan timeout);
+
+/// `connect_node` from an event-based actor without blocking it (the
+/// connector makes the connection): `done(caf::expected<node_actor>)` runs
+/// in `self`'s context with what `connect_node` would answer.
+template <class Self, class Done>
+void request_node(Self* self, const std::string& host, uint16_t port,
+                  caf::timespan timeout, Done done) {
+  auto where = host + ":" + std::to_string(port);
+  self
+    ->request(connector(self->system()), timeout, caf::connect_atom::value,
+              host, port)
+    .then(
+      [self, where, done](const caf::node_id&, caf::strong_actor_ptr& handle,
+                          const std::set<std::string>& interface) mutable {
+        done(node_answered(self->system(), where, std::move(handle),
+                           interface));
+      },
+      [self, where, timeout, done](caf::error& err) mutable {
+        done(caf::expected<node_actor>{
+          connect_failed(self->system(), where, err, timeout)});
+      });
+}
 
 } // namespace coalesce

@@ -14,8 +14,6 @@ namespace coalesce {
 
 namespace {
 
-using dialed_atom = caf::atom_constant<caf::atom("dialed")>;
-using dial_failed_atom = caf::atom_constant<caf::atom("dialfail")>;
 using redial_atom = caf::atom_constant<caf::atom("redial")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 
@@ -66,25 +64,41 @@ void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
     self->send(self->state.subscriber, peer_down_atom::value, p.index);
 }
 
-/// Connects in a detached actor of its own and reports back.
+void reached(watch_pointer self, std::size_t index, node_actor gateway) {
+  auto& p = self->state.peers[index];
+  p.gateway = std::move(gateway);
+  self->monitor(p.gateway);
+  mark_up(self, index);
+}
+
+void unreachable(watch_pointer self, std::size_t index, std::string why) {
+  auto& p = self->state.peers[index];
+  if (p.last_problem != why) {
+    spdlog::info("peer {} is unreachable: {}", p.where.text(), why);
+    p.last_problem = std::move(why);
+  }
+  self->delayed_send(self, self->state.settings.ping_interval,
+                     redial_atom::value, index);
+}
+
+/// Connects through CAF's middleman actor, which blocks on the connect
+/// itself: this actor goes on serving meanwhile.
 void dial(watch_pointer self, std::size_t index) {
   auto& p = self->state.peers[index];
   if (p.dialing || p.gateway)
     return;
   p.dialing = true;
-  auto watch = caf::actor_cast<caf::actor>(self);
-  auto where = p.where;
-  auto timeout = self->state.settings.peer_timeout;
-  self->spawn<caf::detached>([watch, index, where,
-                              timeout](caf::event_based_actor* dialer) {
-    auto& sys = dialer->system();
-    auto gateway = connect_node(sys, where.host, where.port, timeout);
-    if (gateway)
-      dialer->send(watch, dialed_atom::value, index, *gateway);
-    else
-      dialer->send(watch, dial_failed_atom::value, index,
-                   unreachable_sentence(sys, gateway.error()));
-  });
+  request_node(self, p.where.host, p.where.port,
+               self->state.settings.peer_timeout,
+               [self, index](caf::expected<node_actor> gateway) {
+                 self->state.peers[index].dialing = false;
+                 if (gateway)
+                   reached(self, index, std::move(*gateway));
+                 else
+                   unreachable(self, index,
+                               unreachable_sentence(self->system(),
+                                                    gateway.error()));
+               });
 }
 
 void ping(watch_pointer self) {
@@ -145,23 +159,6 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
     dial(self, index);
   self->delayed_send(self, settings.ping_interval, ping_atom::value);
   return {
-    [self](dialed_atom, std::size_t index, node_actor& gateway) {
-      auto& p = self->state.peers[index];
-      p.dialing = false;
-      p.gateway = std::move(gateway);
-      self->monitor(p.gateway);
-      mark_up(self, index);
-    },
-    [self](dial_failed_atom, std::size_t index, std::string& why) {
-      auto& p = self->state.peers[index];
-      p.dialing = false;
-      if (p.last_problem != why) {
-        spdlog::info("peer {} is unreachable: {}", p.where.text(), why);
-        p.last_problem = std::move(why);
-      }
-      self->delayed_send(self, self->state.settings.ping_interval,
-                         redial_atom::value, index);
-    },
     [self](redial_atom, std::size_t index) { dial(self, index); },
     [self](ping_atom) { ping(self); },
   };

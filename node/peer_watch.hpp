@@ -13,9 +13,9 @@
 /// whether each is up as seen from here, logged when it changes and counted
 /// in the node's stats (`peer_counters`).
 ///
-/// - It connects off the serving path: each attempt is a detached dialer of
-///   its own (CAF's connect blocks its caller), so a peer that does not
-///   answer holds up no other peer and no request.
+/// - It connects through CAF's middleman actor (the TLS one for a TLS
+///   node), which blocks on the connect itself, so the watch and every
+///   request go on meanwhile.
 /// - It monitors each reached peer's gateway: a lost connection (a killed
 ///   process) kills CAF's proxies of that node, a down message; it then
 ///   dials again every `ping_interval` until the peer is back.

@@ -2,7 +2,6 @@
 
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -161,23 +160,16 @@ void with_peer(replicas_pointer self, std::size_t node, Then then,
   if (auto& known = self->state.peers[node])
     return then(known);
   const auto& where = self->state.settings.map.nodes()[node];
-  self
-    ->request(connector(self->system()), self->state.settings.timeout,
-              caf::connect_atom::value, where.host, where.port)
-    .then(
-      [self, node, then, failed](const caf::node_id&,
-                                 caf::strong_actor_ptr& handle,
-                                 const std::set<std::string>& interface) mutable {
-        if (handle == nullptr
-            || !self->system().assignable<node_actor>(interface))
-          return failed(std::string{"is not a coalesce node of this version"});
-        auto gateway = caf::actor_cast<node_actor>(std::move(handle));
-        self->state.peers[node] = gateway;
-        then(gateway);
-      },
-      [self, failed](caf::error& err) mutable {
-        failed("cannot be connected: " + render_failure(self, err));
-      });
+  request_node(self, where.host, where.port, self->state.settings.timeout,
+               [self, node, then,
+                failed](caf::expected<node_actor> gateway) mutable {
+                 if (!gateway)
+                   return failed(
+                     "cannot be connected: "
+                     + unreachable_sentence(self->system(), gateway.error()));
+                 self->state.peers[node] = *gateway;
+                 then(*gateway);
+               });
 }
 
 /// Sends each replica its part of `items` (`replica_atom, part`: to this
