@@ -21,6 +21,7 @@ struct node_gateway_state {
   service_handles services;
   foreign_owner_fn foreign_owner;
   std::shared_ptr<const peer_counters> peers;
+  secret_sync_requests sync;
   std::chrono::steady_clock::time_point started
     = std::chrono::steady_clock::now();
   bool shutting_down = false;
@@ -170,6 +171,9 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
     stats.peer_losses = st.peers->losses.load();
     stats.replica_requests = st.peers->replica_requests.load();
     stats.replica_failures = st.peers->replica_failures.load();
+    stats.catching_up = st.peers->catching_up.load();
+    stats.sync_rounds = st.peers->sync_rounds.load();
+    stats.keys_repaired = st.peers->keys_repaired.load();
   }
   auto promise = self->make_response_promise<node_stats>();
   stats_gathering gathering{self, std::move(stats), promise};
@@ -205,18 +209,45 @@ caf::result<caf::message> refuse_unknown(caf::scheduled_actor*,
                     "the node serves no such request");
 }
 
+/// Refuses a repair request when no repair actor serves it here or the
+/// node is shutting down; otherwise none.
+std::optional<caf::error> refuse_sync(gateway_pointer self) {
+  if (self->state.shutting_down)
+    return refuse(self);
+  if (!self->state.sync)
+    return make_error(errc::invalid_request,
+                      "this node keeps no replicas of secrets to compare");
+  return std::nullopt;
+}
+
 node_actor::behavior_type node_gateway(gateway_pointer self,
                                        service_handles services,
                                        foreign_owner_fn foreign_owner,
-                                       std::shared_ptr<const peer_counters> peers) {
+                                       std::shared_ptr<const peer_counters> peers,
+                                       secret_sync_requests sync) {
   self->state.services = std::move(services);
   self->state.foreign_owner = std::move(foreign_owner);
   self->state.peers = std::move(peers);
+  self->state.sync = std::move(sync);
   self->set_default_handler(refuse_unknown);
   auto handlers = std::tuple_cat(
     all_services::apply<service_forwarders>::make(self),
     std::make_tuple([self](stats_atom) { return gather_stats(self); },
-                    [self](shutdown_atom) { return begin_shutdown(self); }));
+                    [self](shutdown_atom) { return begin_shutdown(self); },
+                    [self](digest_atom atom, uint64_t asker)
+                      -> caf::result<secret_digest> {
+                      if (auto refusal = refuse_sync(self))
+                        return std::move(*refusal);
+                      return self->delegate(self->state.sync, atom, asker);
+                    },
+                    [self](digest_atom atom, uint64_t asker,
+                           secret_buckets& buckets)
+                      -> caf::result<std::vector<secret_entry>> {
+                      if (auto refusal = refuse_sync(self))
+                        return std::move(*refusal);
+                      return self->delegate(self->state.sync, atom, asker,
+                                            std::move(buckets));
+                    }));
   return std::apply(
     [](auto&&... fs) {
       return node_actor::behavior_type{std::forward<decltype(fs)>(fs)...};
@@ -228,9 +259,11 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
 
 node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
                               foreign_owner_fn foreign_owner,
-                              std::shared_ptr<const peer_counters> peers) {
+                              std::shared_ptr<const peer_counters> peers,
+                              secret_sync_requests sync) {
   return sys.spawn(node_gateway, std::move(services),
-                   std::move(foreign_owner), std::move(peers));
+                   std::move(foreign_owner), std::move(peers),
+                   std::move(sync));
 }
 
 } // namespace coalesce

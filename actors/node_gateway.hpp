@@ -52,23 +52,28 @@ namespace coalesce {
 using foreign_owner_fn = std::function<std::string(const routing_key& key)>;
 
 /// What a clustered node knows of its peers, kept by its peer watch
-/// (coalesce/node/peer_watch.hpp) and its secrets' coordinator
-/// (coalesce/node/secret_replicas.hpp), read by the gateway into its stats
-/// (`peers_down`, `peer_losses`, `replica_requests`, `replica_failures`).
+/// (coalesce/node/peer_watch.hpp), its secrets' coordinator
+/// (coalesce/node/secret_replicas.hpp) and their repair
+/// (coalesce/node/secret_sync.hpp), read by the gateway into its stats.
 struct peer_counters {
   std::atomic<uint64_t> down{0};
   std::atomic<uint64_t> losses{0};
   std::atomic<uint64_t> replica_requests{0};
   std::atomic<uint64_t> replica_failures{0};
+  std::atomic<uint64_t> catching_up{0};
+  std::atomic<uint64_t> sync_rounds{0};
+  std::atomic<uint64_t> keys_repaired{0};
 };
 
 /// A gateway in front of the services `services` points at, which must be
 /// the services themselves (their `stats` is asked for), not another node.
 /// A null handle is a service this node does not host: its requests are
 /// answered `errc::invalid_request`, its stats stay zero. A null
-/// `foreign_owner` (a node alone) owns every key; null `peers`, no peers.
+/// `foreign_owner` (a node alone) owns every key; null `peers`, no peers;
+/// a null `sync`, no repair of replicas (its requests are refused).
 node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
                               foreign_owner_fn foreign_owner = {},
-                              std::shared_ptr<const peer_counters> peers = {});
+                              std::shared_ptr<const peer_counters> peers = {},
+                              secret_sync_requests sync = {});
 
 } // namespace coalesce

@@ -63,15 +63,18 @@ secret_lookup resolve(const stored_secret* stored,
     row = storage::apply_capture(row ? &*row : nullptr, *buffered);
   if (!row || storage::is_expired(*row, now))
     return secret_lookup{};
-  return secret_lookup{true, row->entry.secret, row->entry.message_ts};
+  return secret_lookup{true, row->entry.secret, row->entry.message_ts,
+                       row->entry.stamp, row->entry.ts_stamp};
 }
 
 /// Whether the buffer alone knows the answer: the stored row can change it
 /// only when the buffered message time is unknown or the buffered expiry
-/// has passed (then an older row may still supply either).
+/// has passed (then an older row may still supply either), or when the
+/// capture is stamped (a stored row of a greater stamp wins).
 bool answerable_from_buffer(const std::optional<secret_write>& buffered,
                             int64_t now) {
   return buffered && buffered->entry.message_ts != 0
+         && buffered->entry.stamp == 0
          && !storage::is_expired(*buffered, now);
 }
 
@@ -642,6 +645,7 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
       return lookup_many(self, keys);
     },
     [self](flush_atom) { return flush(self); },
+    [self](replica_atom, flush_atom) { return flush(self); },
     [self](seal_atom) { return seal(self); },
     [self](stats_atom) { return current_stats(self->state); },
     [self](drain_atom) { on_drain(self); },

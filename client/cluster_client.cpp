@@ -15,6 +15,7 @@
 #include <caf/all.hpp>
 
 #include <coalesce/client/connect.hpp>
+#include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/routing_key.hpp>
 
@@ -71,6 +72,8 @@ struct cluster_client_state {
   uint64_t last_exchange = 0;
   std::unordered_map<uint64_t, std::function<void(const caf::error&)>>
     exchanges;
+  /// Stamps the captures it sends replicated nodes (`stamp_captures`).
+  capture_clock stamps;
 
   template <class Issued>
   issued_table<Issued>& issued() {
@@ -591,11 +594,41 @@ caf::result<Output> to_issuer(client_pointer self, Atom atom,
   return promise;
 }
 
+/// Stamps the captures of a `queue` before its first attempt, when the
+/// nodes keep replicas: a retry through the next replica, or a copy that
+/// waited in a hung coordinator, then carries the stamp of the moment the
+/// client sent it and never overtakes a capture the client sent later.
+void stamp_captures(client_pointer self, secret_entry& x) {
+  if (x.stamp == 0)
+    x.stamp = self->state.stamps.next(capture_clock::client_source);
+}
+
+void stamp_captures(client_pointer self, std::vector<secret_entry>& xs) {
+  for (auto& x : xs)
+    stamp_captures(self, x);
+}
+
 /// A request of a service, by the rule its descriptor gives it
 /// (routing_key.hpp).
 template <class Output, class Atom, class... Args>
 caf::result<Output> route(output<Output>, client_pointer self, Atom atom,
                           Args&... args) {
+  if constexpr (std::is_same_v<Atom, queue_atom>)
+    if (self->state.replicas > 1)
+      (stamp_captures(self, args), ...);
+  if constexpr (std::is_same_v<Atom, flush_atom>) {
+    if (self->state.replicas > 1 && self->state.map.size() > 1) {
+      // A node keeping replicas flushes every node itself (and answers
+      // once enough did, secret_replicas.hpp): one node's answer is the
+      // cluster's, and a node that is down or hung is failed over.
+      auto promise = self->make_response_promise<Output>();
+      attempt_one<Output>(self, routing_key{key_kind::chat, ""},
+                          std::make_shared<const std::string>(), promise,
+                          deadline_of(self),
+                          std::make_tuple(atom, std::move(args)...));
+      return promise;
+    }
+  }
   auto rule = routing_rule(atom, args...);
   using rule_type = decltype(rule);
   if constexpr (std::is_same_v<rule_type, one_key>) {
@@ -632,6 +665,15 @@ caf::result<node_stats> route(output<node_stats>, client_pointer self,
 caf::result<ok_atom> route(output<ok_atom>, client_pointer, shutdown_atom) {
   return make_error(errc::not_permitted,
                     "a cluster client shuts no node down");
+}
+
+/// Replicas compare what they hold node to node, never through a client.
+template <class Output, class... Args>
+caf::result<Output> route(output<Output>, client_pointer, digest_atom,
+                          Args&...) {
+  return make_error(errc::not_permitted,
+                    "replicas compare their secrets node to node, not "
+                    "through a cluster client");
 }
 
 /// The handler of one request of `node_actor`.

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <caf/fwd.hpp>
 #include <caf/expected.hpp>
@@ -74,6 +76,29 @@ void request_node(Self* self, const std::string& host, uint16_t port,
         done(caf::expected<node_actor>{
           connect_failed(self->system(), where, err, timeout)});
       });
+}
+
+/// Runs `then(gateway)` with the gateway of the peer at `known[index]`
+/// (the peers' gateways in `self`'s state, by their index in the cluster
+/// list), connecting to `host:port` first and keeping the gateway there
+/// when none is known; `failed(sentence)` when the peer cannot be reached.
+template <class Self, class Then, class Failed>
+void with_peer_gateway(Self* self, std::vector<node_actor>& known,
+                       std::size_t index, const std::string& host,
+                       uint16_t port, caf::timespan timeout, Then then,
+                       Failed failed) {
+  if (known[index])
+    return then(known[index]);
+  request_node(self, host, port, timeout,
+               [self, &known, index, then,
+                failed](caf::expected<node_actor> gateway) mutable {
+                 if (!gateway)
+                   return failed(
+                     "cannot be connected: "
+                     + unreachable_sentence(self->system(), gateway.error()));
+                 known[index] = *gateway;
+                 then(*gateway);
+               });
 }
 
 } // namespace coalesce

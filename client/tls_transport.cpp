@@ -1,12 +1,18 @@
 #include <coalesce/client/tls_transport.hpp>
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -381,6 +387,72 @@ private:
   tls_stream stream_;
 };
 
+/// How long one connect may wait for the peer's answer. This actor makes
+/// every connection of the process, one at a time, and CAF's own connect
+/// waits for the kernel's SYN retries (over two minutes against a host
+/// that drops its packets: a partition): each connect queued behind such
+/// a one, and the process's exit, would wait as long.
+constexpr auto longest_connect = std::chrono::seconds{2};
+
+/// A TCP connection to `host:port` (each address it resolves to in turn),
+/// connected without blocking and given up after `limit`; CAF's error for a
+/// failed connect otherwise.
+caf::expected<native_socket> connect_within(const std::string& host,
+                                            uint16_t port,
+                                            std::chrono::milliseconds limit) {
+  auto failed = [&](const std::string& why) {
+    return caf::make_error(caf::sec::cannot_connect_to_node, "ip_connect failed",
+                           host, port, why);
+  };
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  auto service = std::to_string(port);
+  if (auto rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+      rc != 0 || found == nullptr)
+    return failed(rc != 0 ? gai_strerror(rc) : "no address");
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses{found,
+                                                               freeaddrinfo};
+  std::string why = "no address";
+  for (auto* a = found; a != nullptr; a = a->ai_next) {
+    auto fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC,
+                       a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    caf::detail::socket_guard guard{fd};
+    caf::io::network::nonblocking(fd, true);
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        why = std::strerror(errno);
+        continue;
+      }
+      pollfd wanted{fd, POLLOUT, 0};
+      int ready;
+      do {
+        ready = ::poll(&wanted, 1, static_cast<int>(limit.count()));
+      } while (ready < 0 && errno == EINTR);
+      if (ready <= 0) {
+        why = ready == 0 ? "no answer within "
+                             + std::to_string(limit.count()) + " ms"
+                         : std::strerror(errno);
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        why = std::strerror(err);
+        continue;
+      }
+    }
+    return guard.release();
+  }
+  return failed(why);
+}
+
 /// CAF's doorman (a listening port in a broker), handing each accepted
 /// socket to a tls_scribe.
 class tls_doorman final : public caf::io::network::doorman_impl {
@@ -445,7 +517,7 @@ public:
 protected:
   caf::expected<caf::io::scribe_ptr> connect(const std::string& host,
                                              uint16_t port) override {
-    auto fd = caf::io::network::new_tcp_connection(host, port);
+    auto fd = connect_within(host, port, longest_connect);
     if (!fd)
       return std::move(fd.error());
     caf::detail::socket_guard guard{*fd};

@@ -24,6 +24,8 @@ using read_atom = caf::atom_constant<caf::atom("read")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 /// A coordinator's request to one replica of a key, served there alone.
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
+/// Replicas comparing what they hold (anti-entropy).
+using digest_atom = caf::atom_constant<caf::atom("digest")>;
 using page_atom = caf::atom_constant<caf::atom("page")>;
 using append_atom = caf::atom_constant<caf::atom("append")>;
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;

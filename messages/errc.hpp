@@ -71,6 +71,11 @@ enum class errc : uint8_t {
   /// why. A `queue` so answered may still be held by the replicas that did
   /// answer: it was not acknowledged, and a retry is harmless.
   no_quorum = 21,
+  /// This replica restarted without a clean stop (or with an empty data
+  /// directory) and has not yet caught up from its peers: it may lack
+  /// captures it had acknowledged, so it answers no read alone; the
+  /// coordinator asks the other replicas.
+  catching_up = 22,
 };
 
 /// Each error's name (logs, tests) and the sentence it renders as; one row
@@ -111,6 +116,8 @@ inline constexpr errc_text errc_texts[] = {
   {errc::not_replica, "not_replica", "this node is not a replica of the key"},
   {errc::no_quorum, "no_quorum",
     "no majority of the key's replicas answered"},
+  {errc::catching_up, "catching_up",
+    "this replica is still catching up from its peers"},
 };
 
 constexpr bool errc_texts_in_order() {

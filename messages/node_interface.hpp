@@ -12,6 +12,7 @@
 #include <coalesce/messages/backfill_scheduler_interface.hpp>
 #include <coalesce/messages/named_fields.hpp>
 #include <coalesce/messages/secret_buffer_interface.hpp>
+#include <coalesce/messages/secret_sync_interface.hpp>
 #include <coalesce/messages/service_descriptor.hpp>
 #include <coalesce/messages/session_persister_interface.hpp>
 #include <coalesce/messages/timeline_interface.hpp>
@@ -83,6 +84,14 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// connection, an error).
   uint64_t replica_requests = 0;
   uint64_t replica_failures = 0;
+  /// 1 while this node restarted without a clean stop (or with an empty
+  /// data directory) and has not yet caught up from every peer: it answers
+  /// no read of secrets alone.
+  uint64_t catching_up = 0;
+  /// Anti-entropy exchanges with a peer that completed, and the keys they
+  /// found different and repaired (here or there).
+  uint64_t sync_rounds = 0;
+  uint64_t keys_repaired = 0;
 };
 
 template <class F, class... Services>
@@ -94,6 +103,9 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("peer_losses", x.peer_losses),
            field("replica_requests", x.replica_requests),
            field("replica_failures", x.replica_failures),
+           field("catching_up", x.catching_up),
+           field("sync_rounds", x.sync_rounds),
+           field("keys_repaired", x.keys_repaired),
            field(Services::stats_name, x.*Services::stats)...);
 }
 
@@ -116,10 +128,12 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
 /// Which of node_stats' own number fields are gauges and which counters,
 /// as a descriptor says for its stats.
 struct node_own_stats {
-  using gauges = members<&node_stats::uptime_s, &node_stats::peers_down>;
+  using gauges = members<&node_stats::uptime_s, &node_stats::peers_down,
+                         &node_stats::catching_up>;
   using counters
     = members<&node_stats::refused_requests, &node_stats::peer_losses,
-              &node_stats::replica_requests, &node_stats::replica_failures>;
+              &node_stats::replica_requests, &node_stats::replica_failures,
+              &node_stats::sync_rounds, &node_stats::keys_repaired>;
 };
 
 /// What lists the gauges and counters of `Stats`: `node_own_stats` for
@@ -152,12 +166,13 @@ struct composed_requests {
 
 /// The interface of the one actor a node publishes (its gateway, see
 /// coalesce/actors/node_gateway.hpp): every service's requests, plus the
-/// node's own stats and shutdown.
+/// node's own stats and shutdown, and the replicas' repair.
 using node_actor = typename all_services::apply<composed_requests>::type::
   template extend<caf::replies_to<stats_atom>::with<node_stats>,
                   /// Accepted only from the node itself: refuse later
                   /// requests.
-                  caf::replies_to<shutdown_atom>::with<ok_atom>>;
+                  caf::replies_to<shutdown_atom>::with<ok_atom>>::
+    template extend_with<secret_sync_requests>;
 
 /// Whether a shutting-down node still serves `Service`'s requests with verb
 /// `Atom` (its descriptor's `served_while_shutting_down`: work already
@@ -178,13 +193,15 @@ using all_issued = typename all_services::apply<issues_of>::type;
 // -- message types -------------------------------------------------------------
 
 /// Calls `f(message_type<T>{name})` for every type the services' messages
-/// carry, each descriptor's `message_types` in turn, then `node_stats`
-/// (registration.cpp registers them; `std::vector<T>` comes along).
+/// carry, each descriptor's `message_types` in turn, then `node_stats` and
+/// the replicas' repair (registration.cpp registers them; `std::vector<T>` comes along).
 template <class F>
 void for_each_message_type(F&& f) {
   for_each_service(
     [&](auto service) { decltype(service)::message_types.for_each(f); });
   f(message_type<node_stats>{"coalesce.node_stats"});
+  f(message_type<secret_digest>{"coalesce.secret_digest"});
+  f(message_type<secret_buckets>{"coalesce.secret_buckets"});
 }
 
 } // namespace coalesce

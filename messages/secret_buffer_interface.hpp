@@ -33,6 +33,9 @@ using secret_buffer_requests = caf::typed_actor<
   /// This replica's own answer to a coordinator's lookup, in key order.
   caf::replies_to<replica_atom, std::vector<secret_key>>::with<
     std::vector<secret_lookup>>,
+  /// A coordinator's flush of this replica alone (`flush` on a clustered
+  /// node flushes every node).
+  caf::replies_to<replica_atom, flush_atom>::with<ok_atom>,
   caf::replies_to<flush_atom>::with<ok_atom>,
   /// A flush that answers an error naming the failure if the data is not
   /// durable within the deadline; the data stays pending and is retried.
@@ -110,6 +113,9 @@ struct secret_buffer_descriptor {
 
   template <class... Deadline>
   static every_node routed_by(flush_atom, const Deadline&...) {
+    return {};
+  }
+  static every_node routed_by(replica_atom, flush_atom) {
     return {};
   }
 

@@ -80,6 +80,14 @@ struct secret_entry {
   int64_t expires_at = 0;
   /// When the message the secret belongs to was sent; 0 when unknown.
   int64_t message_ts = 0;
+  /// Orders two captures of one key with different secrets: the greater
+  /// stamp's secret wins wherever they meet, whatever order they arrive in
+  /// (0 for a node alone: there the later arrival wins). A cluster's
+  /// coordinator stamps each capture it admits (node/secret_replicas.hpp).
+  uint64_t stamp = 0;
+  /// The stamp of the capture that gave `message_ts` (0 while it is
+  /// unknown): of two known message times, the greater stamp's wins.
+  uint64_t ts_stamp = 0;
 
   secret_key key() const {
     return {chat, sender, msg_id};
@@ -88,7 +96,8 @@ struct secret_entry {
   friend bool operator==(const secret_entry& x, const secret_entry& y) {
     return x.chat == y.chat && x.sender == y.sender && x.msg_id == y.msg_id
            && x.secret == y.secret && x.expires_at == y.expires_at
-           && x.message_ts == y.message_ts;
+           && x.message_ts == y.message_ts && x.stamp == y.stamp
+           && x.ts_stamp == y.ts_stamp;
   }
 };
 
@@ -96,7 +105,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, secret_entry& x) {
   bounded_bytes secret{x.secret, max_decoded_secret};
   return f(caf::meta::type_name("secret_entry"), x.chat, x.sender, x.msg_id,
-           secret, x.expires_at, x.message_ts);
+           secret, x.expires_at, x.message_ts, x.stamp, x.ts_stamp);
 }
 
 /// A secret on its way to RocksDB: the entry plus the moment the buffer
@@ -202,15 +211,20 @@ private:
 };
 
 /// The answer to a lookup: the secret and its message time, or not found.
-/// Expired rows are answered as not found.
+/// Expired rows are answered as not found. The stamps are the row's (see
+/// `secret_entry`), so that a coordinator merges its replicas' answers the
+/// way their rows merge.
 struct secret_lookup {
   bool found = false;
   std::vector<uint8_t> secret;
   int64_t message_ts = 0;
+  uint64_t stamp = 0;
+  uint64_t ts_stamp = 0;
 
   friend bool operator==(const secret_lookup& x, const secret_lookup& y) {
     return x.found == y.found && x.secret == y.secret
-           && x.message_ts == y.message_ts;
+           && x.message_ts == y.message_ts && x.stamp == y.stamp
+           && x.ts_stamp == y.ts_stamp;
   }
 };
 
@@ -218,7 +232,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, secret_lookup& x) {
   bounded_bytes secret{x.secret, max_decoded_secret};
   return f(caf::meta::type_name("secret_lookup"), x.found, secret,
-           x.message_ts);
+           x.message_ts, x.stamp, x.ts_stamp);
 }
 
 /// A row as RocksDB holds it after merging, expired or not; `found` is false

@@ -26,6 +26,11 @@ void cluster_options::add_to(caf::config_option_adder& adder) {
             described("on how many nodes of the cluster a chat's secrets "
                       "are kept (every node when there are fewer)",
                       replicas));
+  adder.add(anti_entropy_interval, "anti-entropy-interval",
+            described("how often a node compares its secrets with every "
+                      "peer and repairs what differs (0s: never; a restart "
+                      "after a crash always does once)",
+                      anti_entropy_interval));
 }
 
 std::string cluster_options::validate(const std::string& group,
@@ -34,6 +39,10 @@ std::string cluster_options::validate(const std::string& group,
   if (peer_timeout.count() <= 0)
     return option_key(group, "peer-timeout") + " = "
            + caf::deep_to_string(peer_timeout) + " must be positive";
+  if (anti_entropy_interval.count() < 0)
+    return option_key(group, "anti-entropy-interval") + " = "
+           + caf::deep_to_string(anti_entropy_interval)
+           + " must not be negative";
   if (replicas == 0)
     return option_key(group, "replicas") + " = 0 must be at least 1";
   if (cluster.empty())
@@ -42,6 +51,10 @@ std::string cluster_options::validate(const std::string& group,
   cluster_map map;
   if (auto problem = cluster_map::parse(cluster, key, map))
     return *problem;
+  if (map.size() > max_cluster_nodes)
+    return key + " lists " + std::to_string(map.size())
+           + " nodes; a cluster has at most "
+           + std::to_string(max_cluster_nodes);
   if (!map.index_of(node_endpoint{host, port}))
     return key + " does not list this node, " + option_key(group, "host")
            + ":" + option_key(group, "port") + " = " + host + ":"
@@ -86,6 +99,10 @@ std::size_t cluster_options::index_of(const std::string& host,
 peer_watch_settings cluster_options::watch_settings() const {
   return {peer_timeout, std::max<caf::timespan>(peer_timeout / 3,
                                                 std::chrono::milliseconds{10})};
+}
+
+caf::timespan cluster_options::sync_timeout() const {
+  return std::max<caf::timespan>(peer_timeout * 10, std::chrono::seconds{30});
 }
 
 } // namespace coalesce

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@
 /// node, the same on every node and in every client (`coalesce.cluster`).
 namespace coalesce {
 
+/// The most nodes a cluster lists: a capture's stamp holds the index of the
+/// node that admitted it in 10 bits (coalesce/node/secret_replicas.cpp).
+constexpr std::size_t max_cluster_nodes = 1024;
+
 struct cluster_options {
   /// Every node as "host:port"; empty: a single node that owns every key.
   /// When set, it lists this node as its `coalesce.host`:`coalesce.port`.
@@ -27,6 +32,9 @@ struct cluster_options {
   /// On how many nodes a chat's secrets are kept (its first `replicas`
   /// nodes by rendezvous order; every node when the list is shorter).
   std::size_t replicas = 3;
+  /// Between two anti-entropy passes over the secrets (each compares them
+  /// with every peer and repairs the differences); 0 for none.
+  caf::timespan anti_entropy_interval = std::chrono::seconds{60};
 
   void add_to(caf::config_option_adder& adder);
 
@@ -52,6 +60,10 @@ struct cluster_options {
   }
 
   peer_watch_settings watch_settings() const;
+
+  /// How long a peer may take for one step of an anti-entropy exchange (it
+  /// flushes and scans its secrets): ten peer timeouts, at least 30 s.
+  caf::timespan sync_timeout() const;
 };
 
 } // namespace coalesce

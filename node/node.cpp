@@ -15,7 +15,9 @@
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/secret_buffer_service.hpp>
 #include <coalesce/node/secret_replicas.hpp>
+#include <coalesce/node/secret_sync.hpp>
 #include <coalesce/node/services.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 namespace coalesce {
 
@@ -98,16 +100,35 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   auto counters = clustered ? std::make_shared<peer_counters>() : nullptr;
   auto handles = local.handles();
   secret_replicas_actor replicas;
+  secret_sync_actor repair;
   if (settings.cluster.replicates_secrets()) {
-    replicas = spawn_secret_replicas(
-      sys, local.service<secret_buffer_service>().actors().buffer,
+    auto buffer = local.service<secret_buffer_service>().actors().buffer;
+    auto empty = storage::secrets_empty(*local.database());
+    if (!empty) {
+      spdlog::critical("cannot read the secrets on coalesce.db-path = "
+                       "\"{}\": {}",
+                       settings.services.db_path, sys.render(empty.error()));
+      local.stop(settings.shutdown_timeout);
+      return EXIT_FAILURE;
+    }
+    auto catch_up = !local.stopped_cleanly_before();
+    replicas = spawn_secret_replicas(sys, buffer,
+                                     {cluster, self_index,
+                                      settings.cluster.replicas,
+                                      settings.cluster.peer_timeout, counters,
+                                      catch_up,
+                                      settings.cluster.sync_timeout()});
+    repair = spawn_secret_sync(
+      sys, local.database(), buffer, caf::actor_cast<caf::actor>(replicas),
       {cluster, self_index, settings.cluster.replicas,
-       settings.cluster.peer_timeout, counters});
+       settings.cluster.sync_timeout(),
+       settings.cluster.anti_entropy_interval, settings.cluster.peer_timeout,
+       catch_up, *empty, counters});
     handles.secret_buffer = caf::actor_cast<secret_buffer_requests>(replicas);
   }
   auto gateway = spawn_node_gateway(
     sys, handles, settings.cluster.foreign_owner(settings.host, settings.port),
-    counters);
+    counters, caf::actor_cast<secret_sync_requests>(repair));
   auto tls = sys.has_openssl_manager();
   auto port = publish_gateway(sys, gateway, settings);
   if (!port) {
@@ -134,11 +155,15 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   caf::actor reporter;
   if (settings.stats_interval.count() > 0)
     reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
+  std::vector<caf::actor> subscribers;
+  if (replicas)
+    subscribers = {caf::actor_cast<caf::actor>(replicas),
+                   caf::actor_cast<caf::actor>(repair)};
   caf::actor watch;
   if (clustered)
     watch = spawn_peer_watch(sys, cluster, self_index,
                              settings.cluster.watch_settings(), counters,
-                             caf::actor_cast<caf::actor>(replicas));
+                             subscribers);
 
   int signal = 0;
   sigwait(&shutdown_signals, &signal);
@@ -157,6 +182,12 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     self->request(gateway, settings.shutdown_timeout, shutdown_atom::value)
       .receive([](ok_atom) {}, [](caf::error&) {});
   }
+  if (repair) {
+    // Its scans read the database that stopping the services closes.
+    caf::anon_send_exit(repair, caf::exit_reason::user_shutdown);
+    caf::scoped_actor self{sys};
+    self->wait_for(repair);
+  }
   auto left = std::chrono::duration_cast<caf::timespan>(
     deadline - std::chrono::steady_clock::now());
   auto written = local.stop(std::max<caf::timespan>(
@@ -165,6 +196,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   stop_gateway(sys, gateway);
   if (replicas)
     caf::anon_send_exit(replicas, caf::exit_reason::user_shutdown);
+
   auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;
   spdlog::info("stopped ({})", status == EXIT_SUCCESS
                                  ? "everything written"

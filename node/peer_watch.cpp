@@ -8,7 +8,6 @@
 
 #include <coalesce/client/connect.hpp>
 #include <coalesce/messages/atoms.hpp>
-#include <coalesce/node/secret_replicas.hpp>
 
 namespace coalesce {
 
@@ -34,7 +33,7 @@ struct peer_watch_state {
   std::vector<peer> peers;
   peer_watch_settings settings;
   std::shared_ptr<peer_counters> counters;
-  caf::actor subscriber;
+  std::vector<caf::actor> subscribers;
 };
 
 using watch_pointer = caf::stateful_actor<peer_watch_state>*;
@@ -47,9 +46,8 @@ void mark_up(watch_pointer self, std::size_t index) {
   p.up = true;
   --self->state.counters->down;
   spdlog::info("peer {} is up", p.where.text());
-  if (self->state.subscriber)
-    self->send(self->state.subscriber, peer_up_atom::value, p.index,
-               p.gateway);
+  for (const auto& subscriber : self->state.subscribers)
+    self->send(subscriber, peer_up_atom::value, p.index, p.gateway);
 }
 
 void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
@@ -60,8 +58,8 @@ void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
   ++self->state.counters->down;
   ++self->state.counters->losses;
   spdlog::warn("peer {} is down: {}", p.where.text(), why);
-  if (self->state.subscriber)
-    self->send(self->state.subscriber, peer_down_atom::value, p.index);
+  for (const auto& subscriber : self->state.subscribers)
+    self->send(subscriber, peer_down_atom::value, p.index);
 }
 
 void reached(watch_pointer self, std::size_t index, node_actor gateway) {
@@ -131,11 +129,11 @@ void ping(watch_pointer self) {
 caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
                          peer_watch_settings settings,
                          std::shared_ptr<peer_counters> counters,
-                         caf::actor subscriber) {
+                         std::vector<caf::actor> subscribers) {
   auto& st = self->state;
   st.settings = settings;
   st.counters = std::move(counters);
-  st.subscriber = std::move(subscriber);
+  st.subscribers = std::move(subscribers);
   for (std::size_t index = 0; index < map.size(); ++index)
     if (index != own) {
       st.peers.emplace_back();
@@ -169,9 +167,9 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
 caf::actor spawn_peer_watch(caf::actor_system& sys, const cluster_map& map,
                             std::size_t self, peer_watch_settings settings,
                             std::shared_ptr<peer_counters> counters,
-                            caf::actor subscriber) {
+                            std::vector<caf::actor> subscribers) {
   return sys.spawn(peer_watch, map, self, settings, std::move(counters),
-                   std::move(subscriber));
+                   std::move(subscribers));
 }
 
 } // namespace coalesce

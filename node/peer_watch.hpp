@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include <caf/atom.hpp>
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
@@ -24,10 +25,13 @@
 ///   it, so a peer that does not answer within `peer_timeout` is down until
 ///   it answers again.
 /// - Every peer counts as down until first reached.
-/// - A `subscriber` (the secrets' coordinator, secret_replicas.hpp) is told
-///   each change: `peer_up_atom, INDEX, gateway` and `peer_down_atom,
+/// - Each of `subscribers` (the secrets' coordinator, secret_replicas.hpp,
+///   and their repair, secret_sync.hpp) is told each change: `peer_up_atom, INDEX, gateway` and `peer_down_atom,
 ///   INDEX`, by the peer's index in the cluster list.
 namespace coalesce {
+
+using peer_up_atom = caf::atom_constant<caf::atom("peerup")>;
+using peer_down_atom = caf::atom_constant<caf::atom("peerdown")>;
 
 struct peer_watch_settings {
   caf::timespan peer_timeout;
@@ -38,6 +42,6 @@ struct peer_watch_settings {
 caf::actor spawn_peer_watch(caf::actor_system& sys, const cluster_map& map,
                             std::size_t self, peer_watch_settings settings,
                             std::shared_ptr<peer_counters> counters,
-                            caf::actor subscriber = {});
+                            std::vector<caf::actor> subscribers = {});
 
 } // namespace coalesce

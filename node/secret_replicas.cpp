@@ -1,7 +1,11 @@
 #include <coalesce/node/secret_replicas.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
+#include <type_traits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -12,7 +16,9 @@
 #include <spdlog/spdlog.h>
 
 #include <coalesce/client/connect.hpp>
+#include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
+#include <coalesce/node/cluster_options.hpp>
 
 namespace coalesce {
 
@@ -31,7 +37,11 @@ struct secret_replicas_state {
   /// How to fail each request under way, so that stopping answers it.
   uint64_t last_decision = 0;
   std::unordered_map<uint64_t, std::function<void(const caf::error&)>> open;
+  capture_clock stamps;
 };
+
+static_assert(max_cluster_nodes <= (std::size_t{1}
+                                    << capture_clock::source_bits));
 
 using replicas_pointer
   = secret_replicas_actor::stateful_pointer<secret_replicas_state>;
@@ -157,19 +167,10 @@ std::string render_failure(replicas_pointer self, const caf::error& err) {
 template <class Then, class Failed>
 void with_peer(replicas_pointer self, std::size_t node, Then then,
                Failed failed) {
-  if (auto& known = self->state.peers[node])
-    return then(known);
   const auto& where = self->state.settings.map.nodes()[node];
-  request_node(self, where.host, where.port, self->state.settings.timeout,
-               [self, node, then,
-                failed](caf::expected<node_actor> gateway) mutable {
-                 if (!gateway)
-                   return failed(
-                     "cannot be connected: "
-                     + unreachable_sentence(self->system(), gateway.error()));
-                 self->state.peers[node] = *gateway;
-                 then(*gateway);
-               });
+  with_peer_gateway(self, self->state.peers, node, where.host, where.port,
+                    self->state.settings.timeout, std::move(then),
+                    std::move(failed));
 }
 
 /// Sends each replica its part of `items` (`replica_atom, part`: to this
@@ -210,6 +211,11 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
       failed(render_failure(self, err));
     };
     if (node == st.settings.self) {
+      if (std::is_same_v<Answer, std::vector<secret_lookup>>
+          && st.settings.catching_up) {
+        on_failure(node_index, "is catching up from its peers");
+        continue;
+      }
       // In process, it always answers (back-pressure may take a while).
       self->request(st.local, caf::infinite, replica_atom::value,
                     std::move(part))
@@ -248,6 +254,18 @@ auto open_decision(replicas_pointer self,
   };
 }
 
+/// `open_decision` delivering to `promise`.
+auto decision_for(replicas_pointer self,
+                  caf::typed_response_promise<ok_atom> promise) {
+  return open_decision<ok_atom>(
+    self, [promise](caf::expected<ok_atom> outcome) mutable {
+      if (outcome)
+        promise.deliver(*outcome);
+      else
+        promise.deliver(outcome.error());
+    });
+}
+
 /// The failure half of a replicated request: decides it `no_quorum` once
 /// some chat can no longer get its majority.
 template <class Decide>
@@ -261,22 +279,29 @@ auto failing_quorum(replicas_pointer self, std::shared_ptr<quorum> votes,
   };
 }
 
+/// How far ahead of this node's clock a client's stamp may be.
+constexpr uint64_t stamp_skew_limit_us = 60'000'000;
+
 caf::result<ok_atom> replicate(replicas_pointer self,
                                std::vector<secret_entry> entries) {
   if (entries.empty())
     return ok_atom::value;
+  // A capture the client stamped keeps its stamp, so that a retry of it
+  // through another coordinator, or a copy that waited in a hung one, never
+  // overtakes a later capture; a stamp from a clock far ahead is replaced.
+  auto latest_accepted = (capture_clock::now_us() + stamp_skew_limit_us)
+                         << capture_clock::source_bits;
+  for (auto& entry : entries) {
+    if (entry.stamp == 0 || entry.stamp > latest_accepted)
+      entry.stamp = self->state.stamps.next(self->state.settings.self);
+    entry.ts_stamp = entry.message_ts != 0 ? entry.stamp : 0;
+  }
   auto plan = plan_for(self, entries,
                        [](const secret_entry& x) -> const std::string& {
                          return x.chat;
                        });
   auto promise = self->make_response_promise<ok_atom>();
-  auto decide = open_decision<ok_atom>(
-    self, [promise](caf::expected<ok_atom> outcome) mutable {
-      if (outcome)
-        promise.deliver(*outcome);
-      else
-        promise.deliver(outcome.error());
-    });
+  auto decide = decision_for(self, promise);
   auto votes = std::make_shared<quorum>(plan);
   auto positions = std::make_shared<replica_plan>(plan);
   to_replicas<ok_atom>(
@@ -289,16 +314,27 @@ caf::result<ok_atom> replicate(replicas_pointer self,
   return promise;
 }
 
-/// Two replicas' answers for one key, combined alike everywhere.
-secret_lookup merged(secret_lookup x, secret_lookup y) {
+/// Two replicas' answers for one key, combined as their rows would merge
+/// (coalesce/storage/secret_merge.hpp): the secret of the greater stamp,
+/// the known message time of the greater stamp; equal stamps with
+/// different values (unstamped rows) go to the greater value, so that every
+/// coordinator picks alike.
+secret_lookup merged(const secret_lookup& x, const secret_lookup& y) {
   if (!x.found)
     return y;
   if (!y.found)
     return x;
-  if (x.secret != y.secret)
-    return x.secret > y.secret ? x : y;
-  x.message_ts = std::max(x.message_ts, y.message_ts);
-  return x;
+  auto y_wins = y.stamp > x.stamp || (y.stamp == x.stamp && y.secret > x.secret);
+  auto result = y_wins ? y : x;
+  const auto& other = y_wins ? x : y;
+  if (other.message_ts != 0
+      && (result.message_ts == 0 || other.ts_stamp > result.ts_stamp
+          || (other.ts_stamp == result.ts_stamp
+              && other.message_ts > result.message_ts))) {
+    result.message_ts = other.message_ts;
+    result.ts_stamp = other.ts_stamp;
+  }
+  return result;
 }
 
 using lookups_done
@@ -325,11 +361,69 @@ void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
      decide](std::size_t node, std::vector<secret_lookup>& found) mutable {
       const auto& where = positions->positions[node];
       for (std::size_t i = 0; i < where.size() && i < found.size(); ++i)
-        (*result)[where[i]] = merged((*result)[where[i]], std::move(found[i]));
+        (*result)[where[i]] = merged((*result)[where[i]], found[i]);
       if (votes->answered(where))
         decide(*result);
     },
     failing_quorum(self, votes, positions, decide));
+}
+
+/// Flushes every node (`replica_atom, flush_atom` to each peer, `flush` to
+/// this node's buffer): answered `ok` once all but at most ⌊(r-1)/2⌋ of
+/// them flushed, so that every chat's replica set (r nodes) has a majority
+/// that flushed; `no_quorum` once more failed.
+caf::result<ok_atom> flush_replicas(replicas_pointer self,
+                                    std::optional<caf::timespan> deadline) {
+  const auto& settings = self->state.settings;
+  auto nodes = settings.map.size();
+  auto copies = std::min(settings.replicas, nodes);
+  auto may_fail = (copies - 1) / 2;
+  struct tally {
+    std::size_t answered = 0;
+    std::size_t failed = 0;
+    std::string failures;
+  };
+  auto counts = std::make_shared<tally>();
+  auto promise = self->make_response_promise<ok_atom>();
+  auto decide = decision_for(self, promise);
+  auto answered = [counts, nodes, may_fail, decide](ok_atom) mutable {
+    if (++counts->answered == nodes - may_fail)
+      decide(ok_atom::value);
+  };
+  auto failed = [self, counts, may_fail, decide](std::size_t node,
+                                                 const std::string& why) mutable {
+    counts->failures += (counts->failures.empty() ? "" : "; ")
+                        + self->state.settings.map.nodes()[node].text() + " "
+                        + why;
+    if (++counts->failed == may_fail + 1)
+      decide(make_error(errc::no_quorum,
+                        "failed replicas: " + counts->failures));
+  };
+  auto timeout = deadline ? *deadline : settings.flush_timeout;
+  for (std::size_t node = 0; node < nodes; ++node) {
+    auto errored = [self, failed, node](caf::error& err) mutable {
+      failed(node, render_failure(self, err));
+    };
+    if (node == settings.self) {
+      if (deadline)
+        self->request(self->state.local, caf::infinite, flush_atom::value,
+                      *deadline)
+          .then(answered, errored);
+      else
+        self->request(self->state.local, caf::infinite, flush_atom::value)
+          .then(answered, errored);
+      continue;
+    }
+    ++settings.counters->replica_requests;
+    with_peer(
+      self, node,
+      [self, timeout, answered, errored](const node_actor& gateway) mutable {
+        self->request(gateway, timeout, replica_atom::value, flush_atom::value)
+          .then(answered, errored);
+      },
+      [failed, node](const std::string& why) mutable { failed(node, why); });
+  }
+  return promise;
 }
 
 /// Answers every request still under way, then stops.
@@ -392,15 +486,23 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
       return self->delegate(self->state.local, replica_atom::value,
                             std::move(entries));
     },
-    [self](replica_atom, std::vector<secret_key>& keys) {
+    [self](replica_atom, std::vector<secret_key>& keys)
+      -> caf::result<std::vector<secret_lookup>> {
+      if (self->state.settings.catching_up)
+        return make_error(errc::catching_up,
+                          "it restarted without a clean stop and answers no "
+                          "read until it has compared with every peer");
       return self->delegate(self->state.local, replica_atom::value,
                             std::move(keys));
     },
-    [self](flush_atom) {
-      return self->delegate(self->state.local, flush_atom::value);
+    [self](flush_atom) { return flush_replicas(self, std::nullopt); },
+    [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
+      if (deadline < caf::timespan{0})
+        return self->delegate(self->state.local, flush_atom::value, deadline);
+      return flush_replicas(self, deadline);
     },
-    [self](flush_atom, caf::timespan deadline) {
-      return self->delegate(self->state.local, flush_atom::value, deadline);
+    [self](replica_atom, flush_atom) {
+      return self->delegate(self->state.local, flush_atom::value);
     },
     [self](seal_atom) {
       return self->delegate(self->state.local, seal_atom::value);
@@ -416,6 +518,7 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
       if (index < self->state.peers.size())
         self->state.peers[index] = nullptr;
     },
+    [self](caught_up_atom) { self->state.settings.catching_up = false; },
   };
 }
 

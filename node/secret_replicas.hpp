@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -12,6 +13,8 @@
 #include <coalesce/actors/secret_buffer.hpp>
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/node_interface.hpp>
+#include <coalesce/node/peer_watch.hpp>
+#include <coalesce/node/secret_sync.hpp>
 
 /// The coordinator of a clustered node's secrets (`coalesce.replicas` above
 /// 1): the gateway hands it the secret requests the local buffer would get,
@@ -32,22 +35,37 @@
 ///   (every replica and coordinator picks alike). So a lookup sees every
 ///   capture whose `queue` was answered before it was sent: the majorities
 ///   of the two meet in one replica.
-/// - The `replica` requests (a coordinator's copies and lookups for this
-///   node alone), `flush`, `seal` and `stats` go to this node's buffer.
+/// - Every capture it admits gets a stamp (microseconds, made unique by the
+///   node's index in the low bits): of two captures of a key with
+///   different secrets, the greater stamp wins on every replica, whatever
+///   order they arrive in.
+/// - While this node catches up after a start without a clean stop
+///   (secret_sync.hpp), its own replica answers no read: a lookup it
+///   coordinates counts it as failed, and a peer's `replica` lookup is
+///   answered `errc::catching_up`. It still takes copies.
+/// - `flush` flushes every node of the cluster and is answered `ok` once
+///   all but at most ⌊(r-1)/2⌋ of them (r = `replicas`) made durable what
+///   they held when it reached them: every chat then has a majority of
+///   replicas that flushed, and everything queued before the flush that a
+///   majority acknowledged is durable on at least one of them, on a
+///   majority when every replica received its copy (catch-up and the
+///   anti-entropy pass complete the rest). Otherwise `no_quorum` names the
+///   nodes that failed.
+/// - The `replica` requests (a coordinator's copies, lookups and flushes
+///   for this node alone), `seal` and `stats` go to this node's buffer.
 /// - Peers are reached through their gateways, as the peer watch reports
 ///   them (`peer_up`, `peer_down`); one not known is connected to on
 ///   demand, through CAF's middleman actor (which answers at once for a
 ///   node it is connected to).
 namespace coalesce {
 
-using peer_up_atom = caf::atom_constant<caf::atom("peerup")>;
-using peer_down_atom = caf::atom_constant<caf::atom("peerdown")>;
-
 /// The buffer's interface plus what the peer watch tells it, by the peer's
 /// index in the cluster list.
 using secret_replicas_actor = secret_buffer_interface::extend<
   caf::reacts_to<peer_up_atom, uint64_t, node_actor>,
-  caf::reacts_to<peer_down_atom, uint64_t>>;
+  caf::reacts_to<peer_down_atom, uint64_t>,
+  /// This node's secrets caught up from its peers (secret_sync.hpp).
+  caf::reacts_to<caught_up_atom>>;
 
 struct secret_replica_settings {
   cluster_map map;
@@ -59,6 +77,12 @@ struct secret_replica_settings {
   /// Where it counts the requests it sends other replicas and their
   /// failures (the node's stats).
   std::shared_ptr<peer_counters> counters;
+  /// Whether this node's own replica starts out of reads until
+  /// `caught_up_atom` (secret_sync.hpp says when).
+  bool catching_up = false;
+  /// How long a peer may take to flush (it may hold much more than one
+  /// request's worth).
+  caf::timespan flush_timeout = std::chrono::seconds{30};
 };
 
 secret_replicas_actor spawn_secret_replicas(caf::actor_system& sys,

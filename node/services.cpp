@@ -20,6 +20,7 @@ struct local_services::parts {
   std::shared_ptr<storage::database> db;
   hosted_services services;
   std::optional<bool> stopped_with;
+  bool stopped_cleanly_before = false;
 };
 
 namespace {
@@ -66,6 +67,10 @@ std::shared_ptr<storage::database> local_services::database() const {
   return parts_->db;
 }
 
+bool local_services::stopped_cleanly_before() const {
+  return parts_->stopped_cleanly_before;
+}
+
 const hosted_services& local_services::hosted() const {
   return parts_->services;
 }
@@ -91,6 +96,11 @@ bool local_services::stop(caf::timespan deadline_in) {
     for (const auto& actor : service.to_wait_for())
       self->wait_for(actor);
   });
+  if (written)
+    if (auto err = p.db->mark_clean_stop()) {
+      spdlog::error("marking the clean stop failed: {}", p.sys->render(err));
+      written = false;
+    }
   if (auto err = p.db->close()) {
     spdlog::error("closing the database failed: {}", p.sys->render(err));
     written = false;
@@ -110,9 +120,13 @@ start_services(caf::actor_system& sys, const service_settings& settings) {
     return std::move(db.error());
   spdlog::info("opened the database at {} (durability {})", settings.db_path,
                settings.durability);
+  auto clean = (*db)->take_clean_stop_mark();
+  if (!clean)
+    return std::move(clean.error());
   auto state = std::make_unique<local_services::parts>();
   state->sys = &sys;
   state->db = *db;
+  state->stopped_cleanly_before = *clean;
   in_start_order(state->services, [&](auto& service) {
     service.start(sys, state->db, settings, state->services);
   });

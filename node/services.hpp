@@ -59,13 +59,18 @@ public:
   /// The database they share (the node's metrics read its state).
   std::shared_ptr<storage::database> database() const;
 
+  /// Whether the process that used the database before stopped with
+  /// everything written (`stop` marks it; a crash, a failed write or a new
+  /// database leave no mark).
+  bool stopped_cleanly_before() const;
+
   /// Stops the services within `deadline`: each winds down in the reverse
   /// of the start order (the persister writes every queued session and
   /// retries the failed ones, the scheduler cancels every run and its
   /// callers are answered, the secret buffer seals and flushes), then every
-  /// actor stops and the database closes. Returns whether everything
-  /// queued was written; what was not is logged. Later calls return the
-  /// first call's answer.
+  /// actor stops and the database closes, marked clean when everything
+  /// queued was written. Returns whether it was; what was not is logged.
+  /// Later calls return the first call's answer.
   bool stop(caf::timespan deadline);
 
 private:

@@ -20,6 +20,7 @@ namespace coalesce::storage {
 namespace {
 
 const char* const format_version_key = "coalesce/format-version";
+const char* const clean_stop_key = "coalesce/clean-stop";
 
 /// The row named `name`, null for a family this build does not know.
 const family_spec* find_family(const std::string& name) {
@@ -201,6 +202,35 @@ database::~database() {
 caf::error database::sync_wal() {
   return with_open_database(*this, [](impl& state) {
     return to_error(state.db->SyncWAL(), "syncing the WAL");
+  });
+}
+
+caf::error database::mark_clean_stop() {
+  return with_open_database(*this, [](impl& state) {
+    return to_error(state.db->Put(state.write_options(durability::synced),
+                                  state.handle(family::meta), clean_stop_key,
+                                  "1"),
+                    "marking the clean stop");
+  });
+}
+
+caf::expected<bool> database::take_clean_stop_mark() {
+  using result_type = caf::expected<bool>;
+  return with_open_database(*this, [](impl& state) -> result_type {
+    std::string stored;
+    auto meta = state.handle(family::meta);
+    auto status = state.db->Get(rocksdb::ReadOptions{}, meta, clean_stop_key,
+                                &stored);
+    if (status.IsNotFound())
+      return false;
+    if (auto err = to_error(status, "reading the clean stop mark"))
+      return err;
+    if (auto err = to_error(state.db->Delete(
+                              state.write_options(durability::synced), meta,
+                              clean_stop_key),
+                            "removing the clean stop mark"))
+      return err;
+    return true;
   });
 }
 

@@ -111,6 +111,16 @@ public:
   /// Makes every write so far durable, whatever the durability mode.
   caf::error sync_wal();
 
+  /// Records, durably, that the process stopped with everything written
+  /// (the node's clean shutdown).
+  caf::error mark_clean_stop();
+
+  /// Whether the last stop was marked clean, removing the mark durably: a
+  /// crash from now on finds none. A clustered node that finds none may
+  /// have lost captures it had acknowledged from memory, and catches up
+  /// from its peers before it answers reads (coalesce/node/secret_sync.hpp).
+  caf::expected<bool> take_clean_stop_mark();
+
   /// Syncs the WAL and closes the database; later calls fail.
   caf::error close();
 

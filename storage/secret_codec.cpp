@@ -10,7 +10,9 @@ namespace {
 
 using namespace bytes;
 
-constexpr uint8_t value_format = 1;
+/// Format 1 had no stamps; such a row reads as unstamped (0).
+constexpr uint8_t unstamped_format = 1;
+constexpr uint8_t value_format = 2;
 
 } // namespace
 
@@ -37,13 +39,15 @@ std::optional<secret_key> decode_secret_key(std::string_view bytes) {
 
 std::string encode_secret_value(const secret_write& row) {
   std::string out;
-  out.reserve(2 + row.entry.secret.size() + 24);
+  out.reserve(2 + row.entry.secret.size() + 40);
   out.push_back(static_cast<char>(value_format));
   out.push_back(static_cast<char>(row.entry.secret.size()));
   out.append(row.entry.secret.begin(), row.entry.secret.end());
   put_i64_le(out, row.entry.expires_at);
   put_i64_le(out, row.entry.message_ts);
   put_i64_le(out, row.captured_at);
+  put_i64_le(out, static_cast<int64_t>(row.entry.stamp));
+  put_i64_le(out, static_cast<int64_t>(row.entry.ts_stamp));
   return out;
 }
 
@@ -52,10 +56,21 @@ std::optional<secret_write> decode_secret_value(std::string_view bytes) {
   secret_write row;
   uint8_t format = 0;
   uint8_t secret_len = 0;
-  if (!in.u8(format) || format != value_format || !in.u8(secret_len)
-      || !in.bytes(secret_len, row.entry.secret)
+  if (!in.u8(format)
+      || (format != value_format && format != unstamped_format)
+      || !in.u8(secret_len) || !in.bytes(secret_len, row.entry.secret)
       || !in.i64_le(row.entry.expires_at) || !in.i64_le(row.entry.message_ts)
-      || !in.i64_le(row.captured_at) || !in.at_end())
+      || !in.i64_le(row.captured_at))
+    return std::nullopt;
+  if (format == value_format) {
+    int64_t stamp = 0;
+    int64_t ts_stamp = 0;
+    if (!in.i64_le(stamp) || !in.i64_le(ts_stamp))
+      return std::nullopt;
+    row.entry.stamp = static_cast<uint64_t>(stamp);
+    row.entry.ts_stamp = static_cast<uint64_t>(ts_stamp);
+  }
+  if (!in.at_end())
     return std::nullopt;
   return row;
 }

@@ -10,9 +10,10 @@
 ///
 /// Key: for chat, sender and msg_id in turn, a 4-byte big-endian length and
 /// the bytes, so no component can bleed into the next whatever it contains.
-/// Value (full row and merge operand alike): a format byte (1), the secret's
-/// length (1 byte) and bytes, then expires_at, message_ts and captured_at as
-/// 8-byte little-endian integers.
+/// Value (full row and merge operand alike): a format byte (2), the secret's
+/// length (1 byte) and bytes, then expires_at, message_ts, captured_at,
+/// stamp and ts_stamp as 8-byte little-endian integers. Format 1, written
+/// before stamps existed, lacks the last two and reads as unstamped.
 namespace coalesce::storage {
 
 std::string encode_secret_key(const std::string& chat,

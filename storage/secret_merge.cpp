@@ -19,15 +19,35 @@ bool is_expired(const secret_write& row, int64_t now) {
   return row.entry.expires_at != 0 && row.entry.expires_at <= now;
 }
 
+void merge_message_time(const secret_entry& existing, secret_entry& result) {
+  if (existing.message_ts == 0)
+    return;
+  // Equal stamps of two clients' captures: the greater time, alike
+  // everywhere. Unstamped (0), the capture's, as sequential writes.
+  auto tie_wins = existing.ts_stamp == result.ts_stamp && existing.ts_stamp != 0
+                  && existing.message_ts > result.message_ts;
+  if (result.message_ts == 0 || existing.ts_stamp > result.ts_stamp
+      || tie_wins) {
+    result.message_ts = existing.message_ts;
+    result.ts_stamp = existing.ts_stamp;
+  }
+}
+
 secret_write apply_capture(const secret_write* existing,
                            const secret_write& capture) {
   if (existing == nullptr || is_expired(*existing, capture.captured_at))
     return capture;
   auto result = capture;
+  auto tie_wins = existing->entry.stamp == capture.entry.stamp
+                  && existing->entry.stamp != 0
+                  && existing->entry.secret > capture.entry.secret;
+  if (existing->entry.stamp > capture.entry.stamp || tie_wins) {
+    result.entry.secret = existing->entry.secret;
+    result.entry.stamp = existing->entry.stamp;
+  }
   result.entry.expires_at
     = merge_expiry(existing->entry.expires_at, capture.entry.expires_at);
-  result.entry.message_ts
-    = merge_message_ts(existing->entry.message_ts, capture.entry.message_ts);
+  merge_message_time(existing->entry, result.entry);
   result.captured_at = existing->captured_at;
   return result;
 }
@@ -38,8 +58,7 @@ secret_write coalesce_captures(const secret_write& earlier,
   if (is_expired(earlier, later.captured_at)) {
     // Onto a row still live for both captures, `earlier` is applied first
     // and its message time survives an unknown later one.
-    result.entry.message_ts
-      = merge_message_ts(earlier.entry.message_ts, later.entry.message_ts);
+    merge_message_time(earlier.entry, result.entry);
     result.captured_at = std::max(earlier.captured_at, later.captured_at);
   }
   return result;

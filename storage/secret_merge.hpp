@@ -8,11 +8,18 @@
 /// RocksDB merge operator, the buffer's coalescing of duplicates, and the
 /// buffer's answers to lookups, so the three can never disagree.
 ///
-/// A capture applied on an existing row keeps the capture's secret and merges
-/// retention metadata the way sequential writes would:
+/// A capture applied on an existing row keeps the capture's secret unless
+/// the row's stamp is greater, and merges retention metadata:
 /// - never-expire (0) wins over any expiry, otherwise the later expiry wins;
 /// - a known `message_ts` is never replaced by an unknown (0) one, and
-///   between two known values the later capture's wins.
+///   between two known values the one of the greater `ts_stamp` wins (of
+///   equal stamps, the capture's).
+/// Of two different values under one nonzero stamp (two clients stamped
+/// alike) the greater wins. So for stamped captures (a cluster stamps every
+/// capture) the result does not depend on the order they arrive in, and
+/// replicas that receive the same captures converge; unstamped captures (a
+/// node alone) merge as sequential writes: the later one's secret and
+/// message time.
 /// An existing row that had already expired when the capture was made counts
 /// as absent, so the result does not depend on whether a compaction purged
 /// that row before the capture was merged.
@@ -24,6 +31,10 @@ namespace coalesce::storage {
 int64_t merge_expiry(int64_t existing, int64_t incoming);
 
 int64_t merge_message_ts(int64_t existing, int64_t incoming);
+
+/// Gives `result` the message time (and its stamp) of `existing` where it
+/// wins by the rule above.
+void merge_message_time(const secret_entry& existing, secret_entry& result);
 
 /// True when `row` may no longer be read at `now` (unix seconds).
 bool is_expired(const secret_write& row, int64_t now);

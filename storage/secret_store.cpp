@@ -193,4 +193,41 @@ caf::expected<uint64_t> count_secret_rows(database& db) {
   });
 }
 
+caf::expected<bool> secrets_empty(database& db) {
+  using result_type = caf::expected<bool>;
+  return with_open_database(db, [](database::impl& state) -> result_type {
+    std::unique_ptr<rocksdb::Iterator> it{state.db->NewIterator(
+      rocksdb::ReadOptions{}, state.handle(family::secrets))};
+    it->SeekToFirst();
+    if (auto err = to_error(it->status(), "scanning the secrets"))
+      return err;
+    return !it->Valid();
+  });
+}
+
+caf::error scan_secrets(database& db,
+                        const std::function<void(const secret_write&)>& visit) {
+  return with_open_database(db, [&](database::impl& state) -> caf::error {
+    rocksdb::ReadOptions options;
+    // A full scan should not push the hot rows out of the block cache.
+    options.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it{
+      state.db->NewIterator(options, state.handle(family::secrets))};
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      auto key = decode_secret_key(
+        std::string_view{it->key().data(), it->key().size()});
+      auto row = decode_secret_value(
+        std::string_view{it->value().data(), it->value().size()});
+      if (!key || !row)
+        return make_error(errc::corrupt_record,
+                          "undecodable secret row during a scan");
+      row->entry.chat = std::move(key->chat);
+      row->entry.sender = std::move(key->sender);
+      row->entry.msg_id = std::move(key->msg_id);
+      visit(*row);
+    }
+    return to_error(it->status(), "scanning the secrets");
+  });
+}
+
 } // namespace coalesce::storage

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,5 +57,16 @@ caf::error compact_secrets(database& db);
 
 /// Rows physically present in the secrets family, expired ones included.
 caf::expected<uint64_t> count_secret_rows(database& db);
+
+/// Whether the secrets family holds no row at all (a new or wiped data
+/// directory).
+caf::expected<bool> secrets_empty(database& db);
+
+/// Calls `visit(row)` for every merged row of the secrets family, in key
+/// order, expired ones included, over one snapshot; the row's entry carries
+/// its key. A row that does not decode stops the scan with
+/// `errc::corrupt_record`.
+caf::error scan_secrets(database& db,
+                        const std::function<void(const secret_write&)>& visit);
 
 } // namespace coalesce::storage

@@ -273,6 +273,34 @@ CAF_TEST(a pending capture with an unknown message time answers the stored one) 
   CAF_CHECK_EQUAL(stored("P").row.entry.message_ts, 50);
 }
 
+/// Of a cluster's stamped captures the greater stamp wins, so a pending
+/// capture does not answer alone: a stored row of a greater stamp (a newer
+/// capture this replica wrote before it restarted) wins over it.
+CAF_TEST(a pending capture of a smaller stamp answers the stored newer one) {
+  auto newer = make_entry("P", 0x11);
+  newer.message_ts = 60;
+  newer.stamp = newer.ts_stamp = 200 << 10;
+  CAF_REQUIRE(!storage::write_secrets(
+    *db, std::vector<secret_write>{capture(newer, storage::unix_now())}));
+  start();
+  auto older = make_entry("P", 0x22);
+  older.message_ts = 50;
+  older.stamp = older.ts_stamp = 100 << 10;
+  self->request(buf, infinite, queue_atom::value, entries{older});
+  run_buffer(); // Its batch waits at the drain worker.
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  self->request(buf, infinite, lookup_atom::value, key_of("P"));
+  // The buffer and the reader run, the drain worker not: the capture is
+  // still pending when the lookup is answered.
+  auto* d = job_of(drain);
+  auto* rd = job_of(real_drain);
+  sched.run_jobs_filtered([=](resumable* x) { return x != d && x != rd; });
+  auto answer = next_reply<secret_lookup>(sys, self);
+  CAF_CHECK(answer.secret == secret_of(0x11));
+  CAF_CHECK_EQUAL(answer.message_ts, 60);
+  CAF_CHECK_EQUAL(answer.stamp, newer.stamp);
+}
+
 /// A pending capture whose own expiry passed still counts when the stored
 /// row never expires: the merged row never expires either.
 CAF_TEST(a pending capture past its expiry answers through the stored row) {

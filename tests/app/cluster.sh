@@ -8,12 +8,7 @@ set -u
 source "$(dirname "$0")/process_helpers.sh"
 
 command -v curl >/dev/null || { echo "curl is missing: skipped"; exit 77; }
-CERTS="$WORK/certs"
-"$ROOT/scripts/make-certs" "$CERTS" >/dev/null || { echo "make-certs failed"; exit 1; }
-NODE_TLS=(--openssl.certificate="$CERTS/node.pem" --openssl.key="$CERTS/node-key.pem"
-          --openssl.cafile="$CERTS/ca.pem")
-CLI_TLS=(--openssl-certificate "$CERTS/client.pem" --openssl-key "$CERTS/client-key.pem"
-         --openssl-cafile "$CERTS/ca.pem")
+use_test_certificates
 
 # Six ports free right now (the kernel's choice, released at once): each
 # node listens on its own, fixed in the list every node and client shares,
@@ -41,7 +36,18 @@ start_member() { # start_member I [ARGS...]: node ${GROUP}nI on PORTS[I], data i
 start_cluster() { # start_cluster GROUP [ARGS...]: three fresh nodes named GROUPn0..2
   GROUP="$1"
   shift
-  start_member 0 "$@" && start_member 1 "$@" && start_member 2 "$@"
+  start_member 0 "$@" && start_member 1 "$@" && start_member 2 "$@" \
+    && wait_caught_up 0 1 2
+}
+
+# wait_caught_up I...: until each member logged that its secrets caught up
+# from its peers (a node without a clean stop answers no read before).
+wait_caught_up() {
+  local i
+  for i in "$@"; do
+    wait_log_count "$WORK/${GROUP}n$i.log" "secrets: \(caught up\|refilled\)" 1 30 \
+      || { echo "    node $i did not catch up within 30 s" >&2; return 1; }
+  done
 }
 
 stop_cluster() {
@@ -128,6 +134,17 @@ test_secrets_sessions_and_backfills_are_routed_to_their_owners() {
   check "the room's owner ran the backfill" \
     [ "$(python3 -c "import json; print(sum(json.load(open('/dev/stdin'))['127.0.0.1:${PORTS[$(index_of "$owner")]}']['scheduler']['finished'].values()))" < <(ccli stats --all))" = 1 ]
   stop_cluster
+  # A clean stop is marked: restarted, a node serves reads at once, without
+  # catching up (it lost nothing it had acknowledged).
+  check "every node logged one catch-up, at its first start" \
+    [ "$(cat "$WORK"/routed-n[012].log | grep -c 'catching up from every peer')" = 3 ]
+  start_member 0 || { CURRENT_OK=0; return; }
+  check "restarted after a clean stop, node 0 does not catch up" \
+    [ "$(grep -c 'catching up from every peer' "$WORK/routed-n0.log")" = 1 ]
+  check "and its stats say so" \
+    grep -q '"catching_up":0' <<<"$(tcli "${PORTS[0]}" stats)"
+  kill -TERM "${PID_OF[0]}"
+  wait_exit "${PID_OF[0]}" 60
 }
 
 # What a queue's answer means with three replicas: a majority holds the
@@ -146,6 +163,7 @@ test_a_killed_replica_loses_no_answered_secret_and_its_chats_stay_served() {
     COALESCE_FAULT_CONTROL="$WORK/faults-$i" NODE="$BIN/coalesce-node-faulty" \
       start_member "$i" || { CURRENT_OK=0; return; }
   done
+  wait_caught_up 0 1 2 || { CURRENT_OK=0; return; }
   echo "wal_append eio" >"$WORK/faults-$dead"
   check "the first replica's WAL appends fail" \
     wait_log_count "$WORK/killed-n$dead.log" 'fault seam: faults now "wal_append eio' 1 10
@@ -201,10 +219,23 @@ assert sum(v['replica_failures'] for v in live) > 0, live"
   : >"$WORK/faults-$dead"
   COALESCE_FAULT_CONTROL="$WORK/faults-$dead" NODE="$BIN/coalesce-node-faulty" \
     start_member "$dead" || { CURRENT_OK=0; return; }
-  check "the node is back without them" \
-    [ "$(tcli "${PORTS[$dead]}" stats | python3 -c "import json,sys; print(json.load(sys.stdin)['secrets']['entries_written'])")" = 0 ]
-  check "asked first, it still answers every entry (a majority's read)" \
+  check "asked first, it answers every entry (a majority's read)" \
     cmp -s <(expected_lookups k 210) <(keys_of k 210 | tcli "${PORTS[$dead]}" secret get -)
+  # It was killed: it catches up from both peers before its own replica
+  # answers reads, and then holds every entry again.
+  check "the restarted node catches up from its peers" wait_caught_up "$dead"
+  check "and logs the keys it repaired" \
+    grep -Eq "secrets: (caught up from every peer: |refilled the empty data directory from its peers: )211 keys" "$WORK/killed-n$dead.log"
+  check "its stats count them" \
+    python3 -c "
+import json, subprocess, sys
+s = json.loads(sys.argv[1])
+assert s['catching_up'] == 0 and s['keys_repaired'] >= 210 and s['sync_rounds'] >= 2, s" \
+    "$(tcli "${PORTS[$dead]}" stats)"
+  check "a flush of it exits 0" tcli "${PORTS[$dead]}" secret flush
+  local refilled
+  refilled=$(tcli "${PORTS[$dead]}" stats | python3 -c "import json,sys; print(json.load(sys.stdin)['secrets']['entries_written'])")
+  check "and it wrote the 211 entries it had lost (wrote $refilled)" [ "$refilled" = 211 ]
   stop_cluster
 }
 
@@ -260,17 +291,6 @@ test_a_put_without_a_majority_of_replicas_fails_naming_them() {
   check "naming both dead replicas" \
     bash -c "grep -q '${replicas[0]}' '$WORK/quorum.err' && grep -q '${replicas[1]}' '$WORK/quorum.err'"
   stop_cluster
-}
-
-# wait_log_count FILE PATTERN COUNT SECONDS: until FILE has COUNT lines
-# matching PATTERN (a node's log line is the event waited for).
-wait_log_count() {
-  local deadline=$((SECONDS + $4))
-  while [ $SECONDS -lt $deadline ]; do
-    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
-    sleep 0.05
-  done
-  return 1
 }
 
 test_a_node_counts_a_stopped_or_killed_peer_down_and_up_again() {

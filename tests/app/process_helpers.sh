@@ -111,6 +111,29 @@ start_with_metrics() {
   return 1
 }
 
+# wait_log_count FILE PATTERN COUNT SECONDS: until FILE has COUNT lines
+# matching PATTERN (a node's log line is the event waited for).
+wait_log_count() {
+  local deadline=$((SECONDS + $4))
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# use_test_certificates: makes a CA, node and client certificates in
+# $WORK/certs (scripts/make-certs) and sets NODE_TLS and CLI_TLS, the
+# node's and the CLI's mutual-TLS arguments; exits the test if it cannot.
+use_test_certificates() {
+  CERTS="$WORK/certs"
+  "$ROOT/scripts/make-certs" "$CERTS" >/dev/null || { echo "make-certs failed"; exit 1; }
+  NODE_TLS=(--openssl.certificate="$CERTS/node.pem" --openssl.key="$CERTS/node-key.pem"
+            --openssl.cafile="$CERTS/ca.pem")
+  CLI_TLS=(--openssl-certificate "$CERTS/client.pem" --openssl-key "$CERTS/client-key.pem"
+           --openssl-cafile "$CERTS/ca.pem")
+}
+
 # wait_exit PID SECONDS: waits for the process to end; sets EXIT_CODE.
 wait_exit() {
   local pid="$1" limit="$2"

@@ -13,6 +13,7 @@
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/cluster_client.hpp>
+#include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/registration.hpp>
 #include <coalesce/node/services.hpp>
@@ -268,3 +269,82 @@ CAF_TEST(a lost node fails its keys naming it and is reconnected once back) {
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
+
+namespace {
+
+/// Stands in for a node's secrets behind a real gateway: records the
+/// captures handed to it, then answers `ok`, or refuses them as a node
+/// shutting down would (which the cluster client retries on the next
+/// replica).
+behavior capture_recorder(event_based_actor*,
+                          std::shared_ptr<std::vector<secret_entry>> seen,
+                          bool refuse) {
+  return {
+    [=](queue_atom, std::vector<secret_entry>& xs) -> result<ok_atom> {
+      seen->insert(seen->end(), xs.begin(), xs.end());
+      if (refuse)
+        return make_error(errc::node_shutting_down, "it is stopping");
+      return ok_atom::value;
+    },
+  };
+}
+
+} // namespace
+
+CAF_TEST(a cluster client of replicated nodes stamps each capture once) {
+  io_config cfg;
+  actor_system sys{cfg};
+  std::vector<std::shared_ptr<std::vector<secret_entry>>> seen;
+  std::vector<actor> recorders;
+  std::vector<node_actor> gateways;
+  std::vector<node_endpoint> nodes;
+  for (int i = 0; i < 3; ++i) {
+    seen.push_back(std::make_shared<std::vector<secret_entry>>());
+    // Decided below, once the chat's first replica is known.
+    recorders.push_back(actor{});
+    nodes.push_back({"127.0.0.1", free_port(sys)});
+  }
+  cluster_map map{nodes};
+  auto order = map.replica_indices({key_kind::chat, "g@g.us"}, 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    recorders[i] = sys.spawn(capture_recorder, seen[i], i == order[0]);
+    service_handles handles;
+    handles.secret_buffer = actor_cast<secret_buffer_requests>(recorders[i]);
+    gateways.push_back(spawn_node_gateway(sys, handles));
+    CAF_REQUIRE(sys.middleman().publish(gateways[i], nodes[i].port,
+                                        "127.0.0.1", true));
+  }
+  io_config client_cfg;
+  actor_system client_sys{client_cfg};
+  auto client = spawn_cluster_client(client_sys, map, 5s, 3);
+  scoped_actor self{client_sys};
+  std::vector<secret_entry> batch{make_entry("a", 1), make_entry("b", 2)};
+  for (int round = 0; round < 2; ++round)
+    self->request(client, 15s, queue_atom::value, batch)
+      .receive([](ok_atom) {},
+               [&](error& err) { CAF_FAIL(client_sys.render(err)); });
+  // The first replica refused the first batch (the client then avoids it
+  // a while), the second took both: the retry carried the stamps of the
+  // first attempt, the client's (its source in the low bits), distinct and
+  // rising.
+  const auto& refused = *seen[order[0]];
+  const auto& taken = *seen[order[1]];
+  CAF_REQUIRE_EQUAL(refused.size(), 2u);
+  CAF_REQUIRE_EQUAL(taken.size(), 4u);
+  CAF_CHECK(seen[order[2]]->empty());
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (i < 2)
+      CAF_CHECK_EQUAL(refused[i].stamp, taken[i].stamp);
+    CAF_CHECK_NOT_EQUAL(taken[i].stamp, 0u);
+    CAF_CHECK_EQUAL(taken[i].stamp & capture_clock::client_source,
+                    capture_clock::client_source);
+    if (i > 0)
+      CAF_CHECK_GREATER(taken[i].stamp, taken[i - 1].stamp);
+  }
+  anon_send_exit(client, exit_reason::user_shutdown);
+  for (std::size_t i = 0; i < 3; ++i) {
+    static_cast<void>(sys.middleman().unpublish(gateways[i], nodes[i].port));
+    anon_send_exit(gateways[i], exit_reason::user_shutdown);
+    anon_send_exit(recorders[i], exit_reason::user_shutdown);
+  }
+}

@@ -367,6 +367,14 @@ std::vector<bad_request> secret_rows(mode from) {
                         return ask(self, node, flush_atom::value);
                       },
                       answered_ok()));
+  rows.push_back(fine("replica flush: this node alone (ok once what it holds "
+                      "is durable)",
+                      s,
+                      [](scoped_actor& self, const node_actor& node) {
+                        return ask(self, node, replica_atom::value,
+                                   flush_atom::value);
+                      },
+                      answered_ok()));
   rows.push_back(refused("flush: a negative deadline", s,
                          [](scoped_actor& self, const node_actor& node) {
                            return ask(self, node, flush_atom::value,
@@ -709,6 +717,19 @@ std::vector<bad_request> node_rows() {
             errc::invalid_request, "serves no such request"),
     refused("an empty message", service::node, stranger(message{}),
             errc::invalid_request, "could not be decoded"),
+    // A node alone keeps no replicas: the repair's requests are refused.
+    refused("digest: asked of a node that keeps no replicas", service::node,
+            [](scoped_actor& self, const node_actor& node) {
+              return ask(self, node, digest_atom::value, uint64_t{1});
+            },
+            errc::invalid_request, "keeps no replicas of secrets"),
+    refused("digest rows: asked of a node that keeps no replicas",
+            service::node,
+            [](scoped_actor& self, const node_actor& node) {
+              return ask(self, node, digest_atom::value, uint64_t{1},
+                         secret_buckets{{0, 1, 4294967295u}});
+            },
+            errc::invalid_request, "keeps no replicas of secrets"),
   };
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -13,6 +14,7 @@
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/node/secret_buffer_service.hpp>
 #include <coalesce/node/secret_replicas.hpp>
+#include <coalesce/node/secret_sync.hpp>
 #include <coalesce/node/services.hpp>
 
 #include "error_codes.hpp"
@@ -26,6 +28,13 @@ using namespace coalesce::test;
 using namespace std::chrono_literals;
 
 namespace {
+
+/// A capture as a coordinator stamped it (its known message time too).
+secret_entry stamped(const std::string& msg_id, uint8_t fill, uint64_t stamp) {
+  auto entry = make_entry(msg_id, fill);
+  entry.stamp = entry.ts_stamp = stamp;
+  return entry;
+}
 
 /// One replica: real services over a database of its own and the gateway
 /// a peer reaches them through.
@@ -49,6 +58,7 @@ struct fixture {
   cluster_map map{std::vector<node_endpoint>{
     {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303}}};
   std::vector<actor> silent_peers;
+  std::vector<secret_sync_actor> repairs;
   std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>();
 
   fixture() {
@@ -66,6 +76,11 @@ struct fixture {
   ~fixture() {
     for (auto& peer : silent_peers)
       anon_send_exit(peer, exit_reason::user_shutdown);
+    for (auto& repair : repairs) {
+      anon_send_exit(repair, exit_reason::user_shutdown);
+      scoped_actor self{sys};
+      self->wait_for(repair);
+    }
     for (auto& r : replicas) {
       anon_send_exit(r.gateway, exit_reason::user_shutdown);
       r.services->stop(30s);
@@ -83,10 +98,33 @@ struct fixture {
   secret_replicas_actor coordinator(std::array<node_actor, 2> peers,
                                     caf::timespan timeout = 10s) {
     auto result = spawn_secret_replicas(
-      sys, buffer_of(0), {map, 0, 3, timeout, counters});
+      sys, buffer_of(0), {map, 0, 3, timeout, counters, false, timeout});
     for (uint64_t i = 1; i <= 2; ++i)
       anon_send(result, peer_up_atom::value, i, peers[i - 1]);
     return result;
+  }
+
+  /// Gives replica `i` its repair (secret_sync.hpp), its gateway one that
+  /// serves the peers' exchanges, and the other replicas' gateways as its
+  /// peers. A catch-up reports to `caught_up`.
+  void add_repair(std::size_t i, bool catch_up, actor caught_up = {},
+                  caf::timespan interval = 0s) {
+    secret_sync_settings settings{map,      i,     3,       10s, interval,
+                                  100ms,    catch_up, false, counters};
+    auto repair = spawn_secret_sync(sys, replicas[i].services->database(),
+                                    buffer_of(i), caught_up, settings);
+    repairs.push_back(repair);
+    anon_send_exit(replicas[i].gateway, exit_reason::user_shutdown);
+    replicas[i].gateway = spawn_node_gateway(
+      sys, replicas[i].services->handles(), {}, counters,
+      actor_cast<secret_sync_requests>(repair));
+  }
+
+  /// Tells every repair where the others' gateways are.
+  void introduce_repairs() {
+    for (std::size_t r = 0; r < repairs.size(); ++r)
+      for (uint64_t i = 0; i < replicas.size(); ++i)
+        anon_send(repairs[r], peer_up_atom::value, i, replicas[i].gateway);
   }
 
   node_actor silent() {
@@ -105,6 +143,30 @@ struct fixture {
       .receive([&](std::vector<secret_lookup>& found) { result = found[0]; },
                [&](error& err) { CAF_FAIL(sys.render(err)); });
     return result;
+  }
+
+  /// A lookup of `key` through a coordinator of node 0 with both peers.
+  secret_lookup coordinated_lookup(const secret_key& key) {
+    auto coordinating = coordinator({replicas[1].gateway, replicas[2].gateway});
+    auto found = ask<secret_lookup>(coordinating, 10s, lookup_atom::value, key);
+    anon_send_exit(coordinating, exit_reason::user_shutdown);
+    CAF_REQUIRE(found);
+    return *found;
+  }
+
+  /// Hands replica `i` a coordinator's copy of `entries` directly.
+  void copy_to(std::size_t i, std::vector<secret_entry> entries) {
+    scoped_actor self{sys};
+    self
+      ->request(replicas[i].gateway, 10s, replica_atom::value,
+                std::move(entries))
+      .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  }
+
+  void flush(std::size_t i) {
+    scoped_actor self{sys};
+    self->request(buffer_of(i), 10s, flush_atom::value)
+      .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   }
 
   template <class Answer, class... Ts>
@@ -198,7 +260,7 @@ CAF_TEST(a coordinator that stops answers every request under way) {
                                make_entry("x1", 6));
   // The queue is under way (its copies wait on the silent peers) once the
   // coordinator answered a later request: it reads its mailbox in order.
-  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, flush_atom::value));
+  CAF_REQUIRE(ask<secret_buffer_stats>(coordinating, 10s, stats_atom::value));
   anon_send_exit(coordinating, exit_reason::user_shutdown);
   error answer;
   pending.receive([](ok_atom) { CAF_FAIL("answered ok without a majority"); },
@@ -206,6 +268,219 @@ CAF_TEST(a coordinator that stops answers every request under way) {
   CAF_CHECK_EQUAL(code_of(answer), code(errc::stopped_before_answer));
   // Not the request's own 15 s timeout, nor the replicas' 60 s.
   CAF_CHECK_LESS(std::chrono::steady_clock::now() - started, 10s);
+}
+
+CAF_TEST(a flush makes a majority of every replica set durable) {
+  auto written = [&](std::size_t i) {
+    scoped_actor self{sys};
+    uint64_t result = 0;
+    self->request(buffer_of(i), 10s, stats_atom::value)
+      .receive([&](secret_buffer_stats& st) { result = st.entries_written; },
+               [&](error& err) { CAF_FAIL(sys.render(err)); });
+    return result;
+  };
+  // One peer silent: the coordinator and the other replica are a majority.
+  copy_to(0, {make_entry("f1", 1)});
+  copy_to(1, {make_entry("f1", 1), make_entry("f2", 2)});
+  auto one_silent = coordinator({replicas[1].gateway, silent()}, 500ms);
+  CAF_REQUIRE(ask<ok_atom>(one_silent, 10s, flush_atom::value));
+  CAF_CHECK_EQUAL(written(0), 1u);
+  CAF_CHECK_EQUAL(written(1), 2u);
+  anon_send_exit(one_silent, exit_reason::user_shutdown);
+  // Two silent: no replica set has a majority that flushed.
+  auto two_silent = coordinator({silent(), silent()}, 500ms);
+  auto refused = ask<ok_atom>(two_silent, 10s, flush_atom::value);
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::no_quorum));
+  CAF_MESSAGE(sys.render(refused.error()));
+  anon_send_exit(two_silent, exit_reason::user_shutdown);
+}
+
+CAF_TEST(a coordinator stamps each capture with its own index) {
+  auto coordinating = coordinator({replicas[1].gateway, replicas[2].gateway});
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           make_entry("s1", 1)));
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           make_entry("s2", 2)));
+  auto first = held_by(1, key_of("s1"));
+  auto second = held_by(2, key_of("s2"));
+  CAF_CHECK_NOT_EQUAL(first.stamp, 0u);
+  CAF_CHECK_EQUAL(first.stamp % 1024, 0u); // node 0 admitted it
+  CAF_CHECK_GREATER(second.stamp, first.stamp);
+  CAF_CHECK_EQUAL(first.ts_stamp, first.stamp); // its message time is known
+  anon_send_exit(coordinating, exit_reason::user_shutdown);
+}
+
+CAF_TEST(replicas that receive two captures in opposite orders agree) {
+  // Two coordinators admitted captures of one key with different secrets:
+  // the greater stamp's secret and the greater ts_stamp's message time win
+  // on every replica, whichever arrived first, and whether the other was
+  // already on disk or still in the buffer.
+  auto older = stamped("k", 1, (100 << 10) | 1);
+  older.message_ts = 500;
+  auto newer = make_entry("k", 2);
+  newer.message_ts = 0; // unknown: the older known time stays
+  newer.stamp = (200 << 10) | 2;
+  newer.ts_stamp = 0;
+  copy_to(1, {older});
+  flush(1);
+  copy_to(1, {newer});
+  copy_to(2, {newer});
+  flush(2);
+  copy_to(2, {older});
+  copy_to(0, {newer, older});
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto held = held_by(i, key_of("k"));
+    CAF_CHECK(held.secret == secret_of(2));
+    CAF_CHECK_EQUAL(held.stamp, newer.stamp);
+    CAF_CHECK_EQUAL(held.message_ts, 500);
+    flush(i);
+    CAF_CHECK(held_by(i, key_of("k")) == held);
+  }
+  // A coordinator merges answers the same way.
+  auto found = coordinated_lookup(key_of("k"));
+  CAF_CHECK(found.secret == secret_of(2));
+  CAF_CHECK_EQUAL(found.message_ts, 500);
+}
+
+CAF_TEST(a lookup merges replicas by stamp and not by arrival or bytes) {
+  // Replica 1 holds only the older capture (greater bytes), 0 and 2 the
+  // newer: whichever majority answers first, the coordinator answers the
+  // newer.
+  auto older = stamped("m", 9, (100 << 10) | 1);
+  auto newer = stamped("m", 3, (200 << 10) | 2);
+  newer.message_ts = 7;
+  copy_to(1, {older});
+  copy_to(0, {newer});
+  copy_to(2, {newer});
+  for (int round = 0; round < 20; ++round) {
+    auto found = coordinated_lookup(key_of("m"));
+    CAF_CHECK(found.secret == secret_of(3));
+    CAF_CHECK_EQUAL(found.message_ts, 7);
+  }
+}
+
+CAF_TEST(a replica catching up takes what each peer holds and gives back) {
+  // Each replica holds a capture the others lack, as after copies that
+  // reached one replica only.
+  auto a = stamped("a", 1, (100 << 10) | 0);
+  auto b = stamped("b", 2, (101 << 10) | 2);
+  auto c = stamped("c", 3, (102 << 10) | 1);
+  copy_to(0, {a});
+  copy_to(2, {b});
+  copy_to(1, {c});
+  scoped_actor told{sys};
+  add_repair(0, false);
+  add_repair(2, false);
+  // Replica 1 restarted without a clean stop: it catches up from both.
+  add_repair(1, true, actor_cast<actor>(told));
+  // The catch-up reports to `told` once both exchanges completed: the
+  // repair's own answer is the synchronisation point.
+  bool caught_up = false;
+  introduce_repairs();
+  told->receive([&](caught_up_atom) { caught_up = true; },
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_REQUIRE(caught_up);
+  // Replica 1 compared with 0 (a came, c went), then with 2 (b came, a and
+  // c went); 0 and 2 did not compare with each other.
+  auto holds = [&](std::size_t i, const secret_entry& entry) {
+    auto held = held_by(i, entry.key());
+    return held.found && held.secret == entry.secret
+           && held.stamp == entry.stamp;
+  };
+  for (const auto& entry : {a, b, c}) {
+    CAF_CHECK(holds(1, entry));
+    CAF_CHECK(holds(2, entry));
+  }
+  CAF_CHECK(holds(0, a));
+  CAF_CHECK(holds(0, c));
+  CAF_CHECK(!held_by(0, b.key()).found);
+  CAF_CHECK_EQUAL(counters->keys_repaired.load(), 5u);
+  CAF_CHECK_EQUAL(counters->sync_rounds.load(), 2u);
+  CAF_CHECK_EQUAL(counters->catching_up.load(), 0u);
+}
+
+CAF_TEST(replicas that hold a key differently both end with the newer) {
+  auto older = stamped("k", 1, (100 << 10) | 0);
+  auto newer = stamped("k", 2, (200 << 10) | 2);
+  copy_to(0, {older});
+  copy_to(1, {newer});
+  copy_to(2, {newer});
+  scoped_actor told{sys};
+  add_repair(1, false);
+  add_repair(2, false);
+  add_repair(0, true, actor_cast<actor>(told));
+  introduce_repairs();
+  told->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK(held_by(i, key_of("k")).secret == secret_of(2));
+  // The key differed with the first peer; repaired, it was the same as the
+  // second's, and nothing more was sent.
+  CAF_CHECK_EQUAL(counters->keys_repaired.load(), 1u);
+  CAF_CHECK_EQUAL(counters->sync_rounds.load(), 2u);
+}
+
+CAF_TEST(the periodic pass repairs a replica that missed a copy) {
+  // Replica 1 did not catch up (it stopped cleanly) but missed a copy that
+  // replica 0 took: its next pass gives it the capture.
+  auto missed = stamped("p", 6, (300 << 10) | 2);
+  copy_to(0, {missed});
+  add_repair(0, false);
+  add_repair(1, false, {}, 200ms);
+  introduce_repairs();
+  // Real time: the pass runs on its own clock; polled against a deadline.
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!held_by(1, missed.key()).found
+         && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  auto held = held_by(1, missed.key());
+  CAF_CHECK(held.found);
+  CAF_CHECK_EQUAL(held.stamp, missed.stamp);
+  CAF_CHECK_GREATER_OR_EQUAL(counters->keys_repaired.load(), 1u);
+}
+
+CAF_TEST(a coordinator catching up counts its own replica out of reads) {
+  copy_to(0, {make_entry("r", 4)});
+  copy_to(1, {make_entry("r", 4)});
+  auto coordinating = spawn_secret_replicas(
+    sys, buffer_of(0), {map, 0, 3, 500ms, counters, true});
+  anon_send(coordinating, peer_up_atom::value, uint64_t{1},
+            replicas[1].gateway);
+  anon_send(coordinating, peer_up_atom::value, uint64_t{2}, silent());
+  // Only replica 1 answers: its own may not, the third is silent.
+  auto refused = ask<secret_lookup>(coordinating, 10s, lookup_atom::value,
+                                    key_of("r"));
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::no_quorum));
+  CAF_CHECK_NOT_EQUAL(sys.render(refused.error())
+                        .find("127.0.0.1:4301 is catching up"),
+                      std::string::npos);
+  // A peer's lookup of this replica alone is refused outright.
+  auto alone = ask<std::vector<secret_lookup>>(
+    coordinating, 10s, replica_atom::value, std::vector<secret_key>{key_of("r")});
+  CAF_REQUIRE(!alone);
+  CAF_CHECK_EQUAL(code_of(alone.error()), code(errc::catching_up));
+  // Copies are still taken while catching up.
+  CAF_CHECK(ask<ok_atom>(coordinating, 10s, replica_atom::value,
+                         std::vector<secret_entry>{make_entry("w", 5)}));
+  anon_send(coordinating, caught_up_atom::value);
+  auto found = ask<secret_lookup>(coordinating, 10s, lookup_atom::value,
+                                  key_of("r"));
+  CAF_REQUIRE(found);
+  CAF_CHECK(found->secret == secret_of(4));
+  anon_send_exit(coordinating, exit_reason::user_shutdown);
+}
+
+CAF_TEST(a repair refuses an exchange asked in the name of no peer) {
+  add_repair(0, false);
+  scoped_actor self{sys};
+  for (uint64_t asker : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 40})
+    self->request(replicas[0].gateway, 10s, digest_atom::value, asker)
+      .receive([](secret_digest&) { CAF_FAIL("answered a digest"); },
+               [&](error& err) {
+                 CAF_CHECK_EQUAL(code_of(err), code(errc::invalid_request));
+               });
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

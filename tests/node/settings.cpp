@@ -2,6 +2,7 @@
 #include <caf/test/unit_test.hpp>
 
 #include <fstream>
+#include <chrono>
 #include <map>
 #include <regex>
 #include <string>
@@ -97,6 +98,11 @@ CAF_TEST(every invalid value is refused with a sentence naming its key) {
   // A list that does not name this node (its host:port is 127.0.0.1:4300).
   refused([](node_settings& x) { x.cluster.cluster = {"127.0.0.1:4301"}; },
           "cluster");
+  refused(
+    [](node_settings& x) {
+      x.cluster.anti_entropy_interval = -std::chrono::seconds{1};
+    },
+    "anti-entropy-interval");
   refused([](node_settings& x) { x.services.durability = "fast"; },
           "durability");
   refused([](node_settings& x) { x.services.secret_buffer.pending_limit = 0; },

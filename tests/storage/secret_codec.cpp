@@ -37,6 +37,31 @@ CAF_TEST(values round trip with their retention metadata) {
   CAF_CHECK_EQUAL(decoded->captured_at, 1234);
 }
 
+CAF_TEST(values round trip with their stamps) {
+  auto row = capture(make_entry("M1", 0x11), 1234);
+  row.entry.stamp = ~uint64_t{0} - 3;
+  row.entry.ts_stamp = 77;
+  auto decoded = decode_secret_value(encode_secret_value(row));
+  CAF_REQUIRE(decoded.has_value());
+  CAF_CHECK_EQUAL(decoded->entry.stamp, row.entry.stamp);
+  CAF_CHECK_EQUAL(decoded->entry.ts_stamp, 77u);
+}
+
+/// Rows written before stamps existed (format 1) still read, unstamped.
+CAF_TEST(a value of the unstamped format reads with stamps 0) {
+  auto row = capture(make_entry("M1", 0x11), 1234);
+  row.entry.stamp = 5;
+  auto bytes = encode_secret_value(row);
+  auto old_format = bytes.substr(0, bytes.size() - 16);
+  old_format[0] = 1;
+  auto decoded = decode_secret_value(old_format);
+  CAF_REQUIRE(decoded.has_value());
+  CAF_CHECK(decoded->entry.secret == row.entry.secret);
+  CAF_CHECK_EQUAL(decoded->captured_at, 1234);
+  CAF_CHECK_EQUAL(decoded->entry.stamp, 0u);
+  CAF_CHECK(!decode_secret_value(old_format + std::string(16, '\0')));
+}
+
 /// A damaged row must be reported, never read as a different secret.
 CAF_TEST(truncated or unknown values are rejected) {
   auto bytes = encode_secret_value(capture(make_entry("M1", 0x11), 1));

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <coalesce/messages/atoms.hpp>
+#include <coalesce/messages/secret_entry.hpp>
+
+/// What two replicas of a cluster's secrets exchange to find where they
+/// differ and repair it (anti-entropy: coalesce/node/secret_sync.hpp). A
+/// node serves them through its gateway; they are between nodes, never a
+/// client's.
+///
+/// The secrets two nodes share (the chats both are replicas of) fall into
+/// `secret_sync_buckets` buckets by chat. A bucket's digest sums a hash of
+/// each live row's key and merged value (not its local capture time), so
+/// two replicas that hold the same rows give the same digests, and only
+/// the buckets whose digests differ are exchanged row by row.
+namespace coalesce {
+
+constexpr uint32_t secret_sync_buckets = 256;
+
+/// One digest per bucket, `secret_sync_buckets` of them.
+struct secret_digest {
+  std::vector<uint64_t> buckets;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, secret_digest& x) {
+  return f(caf::meta::type_name("secret_digest"), x.buckets);
+}
+
+/// Which buckets to send rows of.
+struct secret_buckets {
+  std::vector<uint32_t> buckets;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, secret_buckets& x) {
+  return f(caf::meta::type_name("secret_buckets"), x.buckets);
+}
+
+using secret_sync_requests = caf::typed_actor<
+  /// The digests of the live secrets this node shares with node `asker`
+  /// (its index in the cluster list), after making everything queued here
+  /// durable, so that what the buffer holds counts.
+  caf::replies_to<digest_atom, uint64_t>::with<secret_digest>,
+  /// The live rows this node shares with node `asker` in the buckets
+  /// named, stamps included.
+  caf::replies_to<digest_atom, uint64_t, secret_buckets>::with<
+    std::vector<secret_entry>>>;
+
+} // namespace coalesce

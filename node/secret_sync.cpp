@@ -1,0 +1,495 @@
+#include <coalesce/node/secret_sync.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/storage/database.hpp>
+#include <coalesce/storage/secret_codec.hpp>
+#include <coalesce/storage/secret_merge.hpp>
+#include <coalesce/storage/secret_store.hpp>
+
+namespace coalesce {
+
+namespace {
+
+using catch_up_atom = caf::atom_constant<caf::atom("catchup")>;
+using repair_atom = caf::atom_constant<caf::atom("repair")>;
+
+/// What the actor sends itself: a catch-up attempt (true: the retry timer's)
+/// and a periodic repair.
+using secret_sync_impl = secret_sync_actor::extend<
+  caf::reacts_to<catch_up_atom, bool>, caf::reacts_to<repair_atom>>;
+
+/// The most rows one copy message carries.
+constexpr std::size_t rows_per_message = 4096;
+
+constexpr uint64_t fnv_basis = 14695981039346656037ULL;
+
+uint64_t fnv1a(uint64_t hash, const void* data, std::size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) {
+    hash ^= bytes[i];
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+template <class Integer>
+uint64_t fnv1a(uint64_t hash, Integer x) {
+  return fnv1a(hash, &x, sizeof(x));
+}
+
+uint32_t bucket_of(const std::string& chat) {
+  return static_cast<uint32_t>(fnv1a(fnv_basis, chat.data(), chat.size())
+                               % secret_sync_buckets);
+}
+
+/// What two replicas holding the same row hash alike: its key and merged
+/// value, not the local capture time.
+uint64_t row_hash(const secret_entry& row) {
+  auto key = storage::encode_secret_key(row.chat, row.sender, row.msg_id);
+  auto hash = fnv1a(fnv_basis, key.data(), key.size());
+  hash = fnv1a(hash, row.secret.data(), row.secret.size());
+  hash = fnv1a(hash, row.expires_at);
+  hash = fnv1a(hash, row.message_ts);
+  hash = fnv1a(hash, row.stamp);
+  return fnv1a(hash, row.ts_stamp);
+}
+
+struct secret_sync_state {
+  static inline const char* name = "secret_sync";
+  std::shared_ptr<storage::database> db;
+  secret_buffer_actor local;
+  caf::actor caught_up;
+  secret_sync_settings settings;
+  /// Each peer's gateway by its index in the cluster list, when known.
+  std::vector<node_actor> peers;
+  /// Peers not yet caught up from (empty once caught up).
+  std::set<std::size_t> missing;
+  bool catching_up = false;
+  /// Whether a retry of the catch-up is scheduled.
+  bool retry_scheduled = false;
+  std::chrono::steady_clock::time_point catch_up_started;
+  uint64_t caught_up_keys = 0;
+  /// The peers left in the round under way; none while idle.
+  std::deque<std::size_t> round;
+  bool exchanging = false;
+  /// Peers whose last exchange failed: logged once until one succeeds.
+  std::set<std::size_t> failing;
+  /// The peer of the exchange under way, and what ends it early.
+  std::size_t exchange_peer = 0;
+  std::function<void()> abort_exchange;
+};
+
+using sync_pointer = secret_sync_impl::stateful_pointer<secret_sync_state>;
+
+/// Calls `visit(row, bucket)` for every live row this node shares with
+/// node `peer` (both are replicas of its chat).
+template <class Visit>
+caf::error scan_shared(sync_pointer self, std::size_t peer, Visit visit) {
+  const auto& settings = self->state.settings;
+  auto now = storage::unix_now();
+  std::string chat;
+  bool shared = false;
+  uint32_t bucket = 0;
+  return storage::scan_secrets(
+    *self->state.db, [&](const secret_write& row) {
+      if (row.entry.chat != chat || chat.empty()) {
+        chat = row.entry.chat;
+        auto replicas = settings.map.replica_indices(
+          routing_key{key_kind::chat, chat}, settings.replicas);
+        auto holds = [&](std::size_t node) {
+          return std::find(replicas.begin(), replicas.end(), node)
+                 != replicas.end();
+        };
+        shared = holds(settings.self) && holds(peer);
+        bucket = bucket_of(chat);
+      }
+      if (shared && !storage::is_expired(row, now))
+        visit(row.entry, bucket);
+    });
+}
+
+caf::expected<secret_digest> digest_of(sync_pointer self, std::size_t peer) {
+  secret_digest result;
+  result.buckets.resize(secret_sync_buckets, 0);
+  if (auto err = scan_shared(self, peer,
+                             [&](const secret_entry& row, uint32_t bucket) {
+                               result.buckets[bucket] += row_hash(row);
+                             }))
+    return err;
+  return result;
+}
+
+caf::expected<std::vector<secret_entry>>
+rows_in(sync_pointer self, std::size_t peer,
+        const std::vector<uint32_t>& buckets) {
+  std::vector<bool> wanted(secret_sync_buckets, false);
+  for (auto b : buckets)
+    if (b < secret_sync_buckets)
+      wanted[b] = true;
+  std::vector<secret_entry> result;
+  if (auto err = scan_shared(self, peer,
+                             [&](const secret_entry& row, uint32_t bucket) {
+                               if (wanted[bucket])
+                                 result.push_back(row);
+                             }))
+    return err;
+  return result;
+}
+
+/// The refusal of an exchange asked by a node that is no peer of this one.
+std::optional<caf::error> refuse_asker(sync_pointer self, uint64_t asker) {
+  const auto& settings = self->state.settings;
+  if (asker >= settings.map.size() || asker == settings.self)
+    return make_error(errc::invalid_request,
+                      "no peer of this node has index "
+                        + std::to_string(asker));
+  return std::nullopt;
+}
+
+using exchange_done = std::function<void(caf::expected<uint64_t>)>;
+
+/// Sends `rows` to `to` in messages of at most `rows_per_message`; `done`
+/// once all were taken, or with the first error.
+template <class Handle>
+void send_rows(sync_pointer self, const Handle& to,
+               std::vector<secret_entry> rows,
+               std::function<void(caf::error)> done) {
+  if (rows.empty())
+    return done(caf::none);
+  struct progress {
+    std::size_t open = 0;
+    bool decided = false;
+  };
+  auto state = std::make_shared<progress>();
+  for (std::size_t first = 0; first < rows.size();
+       first += rows_per_message) {
+    auto last = std::min(rows.size(), first + rows_per_message);
+    std::vector<secret_entry> part(
+      std::make_move_iterator(rows.begin() + first),
+      std::make_move_iterator(rows.begin() + last));
+    ++state->open;
+    self
+      ->request(to, self->state.settings.timeout, replica_atom::value,
+                std::move(part))
+      .then(
+        [state, done](ok_atom) {
+          if (--state->open == 0 && !state->decided) {
+            state->decided = true;
+            done(caf::none);
+          }
+        },
+        [state, done](caf::error& err) {
+          if (!state->decided) {
+            state->decided = true;
+            done(std::move(err));
+          }
+        });
+  }
+}
+
+/// Step 3: with the peer's rows of the differing buckets, gives each side
+/// what it lacks or holds older.
+void repair_buckets(sync_pointer self, std::size_t peer, node_actor gateway,
+                    std::vector<uint32_t> buckets,
+                    std::vector<secret_entry> theirs, exchange_done done) {
+  auto mine = rows_in(self, peer, buckets);
+  if (!mine)
+    return done(mine.error());
+  std::unordered_map<secret_key, const secret_entry*, secret_key_hash> own;
+  for (const auto& row : *mine)
+    own.emplace(row.key(), &row);
+  std::unordered_map<secret_key, const secret_entry*, secret_key_hash> other;
+  for (const auto& row : theirs)
+    other.emplace(row.key(), &row);
+  std::vector<secret_entry> to_local;
+  std::vector<secret_entry> to_peer;
+  for (const auto& row : theirs) {
+    auto i = own.find(row.key());
+    if (i == own.end() || !(*i->second == row))
+      to_local.push_back(row);
+  }
+  for (const auto& row : *mine) {
+    auto i = other.find(row.key());
+    if (i == other.end() || !(*i->second == row))
+      to_peer.push_back(row);
+  }
+  // A key both hold differently is one repair, sent both ways.
+  uint64_t repaired = to_local.size();
+  for (const auto& row : to_peer)
+    if (other.count(row.key()) == 0)
+      ++repaired;
+  auto open = std::make_shared<int>(2);
+  auto failure = std::make_shared<caf::error>();
+  auto finish = [open, failure, done, repaired](caf::error err) {
+    if (err && !*failure)
+      *failure = std::move(err);
+    if (--*open == 0) {
+      if (*failure)
+        done(*failure);
+      else
+        done(repaired);
+    }
+  };
+  send_rows(self, self->state.local, std::move(to_local), finish);
+  send_rows(self, gateway, std::move(to_peer), finish);
+}
+
+/// One exchange with `peer` (steps 1 to 3 of the header).
+void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
+  const auto& settings = self->state.settings;
+  const auto& where = settings.map.nodes()[peer];
+  auto timeout = settings.timeout;
+  auto fail = [done](caf::error& err) { done(std::move(err)); };
+  auto compare = [self, peer, timeout, done,
+                  fail](const node_actor& gateway) {
+    self
+      ->request(gateway, timeout, digest_atom::value,
+                uint64_t{self->state.settings.self})
+      .then(
+        [self, peer, timeout, done, fail, gateway](secret_digest& theirs) {
+          if (theirs.buckets.size() != secret_sync_buckets)
+            return done(make_error(errc::invalid_request,
+                                   "the peer's digest has "
+                                     + std::to_string(theirs.buckets.size())
+                                     + " buckets"));
+          self->request(self->state.local, timeout, flush_atom::value)
+            .then(
+              [self, peer, timeout, done, fail, gateway,
+               theirs = std::move(theirs)](ok_atom) {
+                auto mine = digest_of(self, peer);
+                if (!mine)
+                  return done(mine.error());
+                secret_buckets differing;
+                for (uint32_t b = 0; b < secret_sync_buckets; ++b)
+                  if (mine->buckets[b] != theirs.buckets[b])
+                    differing.buckets.push_back(b);
+                if (differing.buckets.empty())
+                  return done(uint64_t{0});
+                auto wanted = differing.buckets;
+                self
+                  ->request(gateway, timeout, digest_atom::value,
+                            uint64_t{self->state.settings.self},
+                            std::move(differing))
+                  .then(
+                    [self, peer, done, gateway,
+                     wanted](std::vector<secret_entry>& rows) {
+                      repair_buckets(self, peer, gateway, wanted,
+                                     std::move(rows), done);
+                    },
+                    fail);
+              },
+              fail);
+        },
+        fail);
+  };
+  // Peers come from the peer watch, which connects; one it has not reached
+  // is not compared with yet.
+  if (!self->state.peers[peer])
+    return done(make_error(errc::node_unreachable,
+                           where.text() + " has not been reached yet"));
+  compare(self->state.peers[peer]);
+}
+
+void finish_catch_up(sync_pointer self) {
+  auto& st = self->state;
+  st.catching_up = false;
+  st.settings.counters->catching_up = 0;
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::steady_clock::now() - st.catch_up_started);
+  if (st.settings.started_empty)
+    spdlog::info("secrets: refilled the empty data directory from its peers: "
+                 "{} keys in {} ms; serving reads",
+                 st.caught_up_keys, took.count());
+  else
+    spdlog::info("secrets: caught up from every peer: {} keys repaired in "
+                 "{} ms; serving reads",
+                 st.caught_up_keys, took.count());
+  if (st.caught_up)
+    caf::anon_send(st.caught_up, caught_up_atom::value);
+}
+
+/// Runs the exchanges of the round one after the other.
+void next_exchange(sync_pointer self) {
+  auto& st = self->state;
+  if (st.round.empty()) {
+    st.exchanging = false;
+    return;
+  }
+  st.exchanging = true;
+  auto peer = st.round.front();
+  st.round.pop_front();
+  // Decided once: by the exchange, or by the peer going down meanwhile (a
+  // partition leaves its requests unanswered until their timeouts).
+  auto decided = std::make_shared<bool>(false);
+  auto finish = [self, peer, decided](caf::expected<uint64_t> repaired) {
+    if (*decided)
+      return;
+    *decided = true;
+    auto& st = self->state;
+    st.abort_exchange = nullptr;
+    const auto where = st.settings.map.nodes()[peer].text();
+    if (repaired) {
+      ++st.settings.counters->sync_rounds;
+      st.settings.counters->keys_repaired += *repaired;
+      if (st.failing.erase(peer) > 0 || *repaired > 0)
+        spdlog::info("secrets: compared with peer {}: {} keys repaired",
+                     where, *repaired);
+      if (st.catching_up) {
+        st.caught_up_keys += *repaired;
+        st.missing.erase(peer);
+        if (st.missing.empty())
+          finish_catch_up(self);
+      }
+    } else if (st.failing.insert(peer).second) {
+      spdlog::warn("secrets: comparing with peer {} failed: {}{}", where,
+                   self->system().render(repaired.error()),
+                   st.catching_up ? " (still catching up; retrying)" : "");
+    }
+    next_exchange(self);
+  };
+  st.exchange_peer = peer;
+  st.abort_exchange = [finish]() mutable {
+    finish(make_error(errc::node_unreachable,
+                      "the peer went down during the exchange"));
+  };
+  exchange(self, peer, finish);
+}
+
+/// Starts a round with `peers` unless one is under way.
+void start_round(sync_pointer self, const std::vector<std::size_t>& peers) {
+  auto& st = self->state;
+  if (st.exchanging)
+    return;
+  st.round.assign(peers.begin(), peers.end());
+  next_exchange(self);
+}
+
+std::vector<std::size_t> every_peer(sync_pointer self) {
+  std::vector<std::size_t> result;
+  for (std::size_t i = 0; i < self->state.settings.map.size(); ++i)
+    if (i != self->state.settings.self)
+      result.push_back(i);
+  return result;
+}
+
+secret_sync_impl::behavior_type
+secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
+            secret_buffer_actor local, caf::actor caught_up,
+            secret_sync_settings settings) {
+  auto& st = self->state;
+  st.db = std::move(db);
+  st.local = std::move(local);
+  st.caught_up = std::move(caught_up);
+  st.settings = std::move(settings);
+  st.peers.resize(st.settings.map.size());
+  if (st.settings.catch_up && st.settings.map.size() > 1) {
+    st.catching_up = true;
+    st.catch_up_started = std::chrono::steady_clock::now();
+    st.settings.counters->catching_up = 1;
+    for (auto peer : every_peer(self))
+      st.missing.insert(peer);
+    spdlog::info("secrets: {}; catching up from every peer before answering "
+                 "reads",
+                 st.settings.started_empty
+                   ? "the data directory is empty"
+                   : "the last stop was not clean (or never happened)");
+    self->send(self, catch_up_atom::value, false);
+  } else if (st.caught_up) {
+    caf::anon_send(st.caught_up, caught_up_atom::value);
+  }
+  if (st.settings.interval.count() > 0)
+    self->delayed_send(self, st.settings.interval, repair_atom::value);
+  return {
+    [self](digest_atom, uint64_t asker) -> caf::result<secret_digest> {
+      if (auto refusal = refuse_asker(self, asker))
+        return std::move(*refusal);
+      auto promise = self->make_response_promise<secret_digest>();
+      self
+        ->request(self->state.local, self->state.settings.timeout,
+                  flush_atom::value)
+        .then(
+          [self, asker, promise](ok_atom) mutable {
+            auto digest = digest_of(self, asker);
+            if (digest)
+              promise.deliver(std::move(*digest));
+            else
+              promise.deliver(digest.error());
+          },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+      return promise;
+    },
+    [self](digest_atom, uint64_t asker, secret_buckets& buckets)
+      -> caf::result<std::vector<secret_entry>> {
+      if (auto refusal = refuse_asker(self, asker))
+        return std::move(*refusal);
+      auto rows = rows_in(self, asker, buckets.buckets);
+      if (!rows)
+        return std::move(rows.error());
+      return std::move(*rows);
+    },
+    [self](peer_up_atom, uint64_t index, node_actor& gateway) {
+      auto& st = self->state;
+      if (index >= st.peers.size())
+        return;
+      st.peers[index] = std::move(gateway);
+      // A peer back up is the moment a catch-up can complete.
+      if (st.catching_up && st.missing.count(index) > 0)
+        self->send(self, catch_up_atom::value, false);
+    },
+    [self](peer_down_atom, uint64_t index) {
+      auto& st = self->state;
+      if (index < st.peers.size())
+        st.peers[index] = nullptr;
+      if (st.abort_exchange && st.exchange_peer == index) {
+        auto abort = std::move(st.abort_exchange);
+        abort();
+      }
+    },
+    [self](catch_up_atom, bool from_timer) {
+      auto& st = self->state;
+      if (from_timer)
+        st.retry_scheduled = false;
+      if (!st.catching_up)
+        return;
+      start_round(self, {st.missing.begin(), st.missing.end()});
+      if (!st.retry_scheduled) {
+        st.retry_scheduled = true;
+        self->delayed_send(self, st.settings.retry, catch_up_atom::value,
+                           true);
+      }
+    },
+    [self](repair_atom) {
+      start_round(self, every_peer(self));
+      self->delayed_send(self, self->state.settings.interval,
+                         repair_atom::value);
+    },
+  };
+}
+
+} // namespace
+
+secret_sync_actor spawn_secret_sync(caf::actor_system& sys,
+                                    std::shared_ptr<storage::database> db,
+                                    secret_buffer_actor local,
+                                    caf::actor caught_up,
+                                    secret_sync_settings settings) {
+  auto actor = sys.spawn<caf::detached>(secret_sync, std::move(db),
+                                        std::move(local), std::move(caught_up),
+                                        std::move(settings));
+  return caf::actor_cast<secret_sync_actor>(actor);
+}
+
+} // namespace coalesce

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/timespan.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/actors/secret_buffer.hpp>
+#include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/secret_sync_interface.hpp>
+#include <coalesce/node/peer_watch.hpp>
+
+namespace coalesce::storage {
+class database;
+} // namespace coalesce::storage
+
+/// The repair of a clustered node's secrets (anti-entropy): it compares
+/// what this node holds with what each peer holds of the chats both are
+/// replicas of, and gives each side the rows it lacks or holds older
+/// (the secrets' merge is commutative and idempotent, so sending a row
+/// twice or both ways is harmless). The exchange, for one peer:
+///
+/// 1. ask the peer's digests (`digest_atom, self`): the peer flushes its
+///    buffer, so what it acknowledged from memory counts, and digests its
+///    rows by bucket;
+/// 2. flush this node's buffer and digest its own rows alike;
+/// 3. for the buckets that differ, ask the peer's rows, read its own, and
+///    queue each side's newer or missing rows on the other as a
+///    coordinator's copies (`replica_atom`).
+///
+/// - **Catch-up.** A node that finds no clean-stop mark (it crashed, or its
+///   data directory is new or was wiped) may have lost captures it had
+///   acknowledged from memory. It starts catching up: its coordinator
+///   counts it out of every read (secret_replicas.hpp) until an exchange
+///   with every peer has completed; it then tells the coordinator
+///   (`caught_up_atom`) and logs what it repaired ("refilled" for an empty
+///   directory). Exchanges that fail are retried every `retry`.
+/// - **Periodic repair.** Every `interval` (0: never) it runs the exchange
+///   with every peer, counting the keys it repaired.
+/// - It serves its peers' exchanges (`secret_sync_requests`, through the
+///   gateway).
+///
+/// It reads RocksDB itself (a full scan per exchange), so it runs detached.
+namespace coalesce {
+
+using caught_up_atom = caf::atom_constant<caf::atom("caughtup")>;
+
+using secret_sync_actor = secret_sync_requests::extend<
+  caf::reacts_to<peer_up_atom, uint64_t, node_actor>,
+  caf::reacts_to<peer_down_atom, uint64_t>>;
+
+struct secret_sync_settings {
+  cluster_map map;
+  /// This node's index in `map`.
+  std::size_t self = 0;
+  std::size_t replicas = 3;
+  /// How long a peer may take to answer one step of an exchange (it
+  /// flushes and scans its secrets first).
+  caf::timespan timeout;
+  /// Between two periodic repairs; 0 for none.
+  caf::timespan interval;
+  /// Between two attempts to catch up with the peers still missing.
+  caf::timespan retry;
+  /// Whether to catch up first (no clean-stop mark was found).
+  bool catch_up = false;
+  /// Whether the secrets were empty at start (a new or wiped directory):
+  /// the catch-up is then logged as a refill.
+  bool started_empty = false;
+  std::shared_ptr<peer_counters> counters;
+};
+
+/// Spawns it detached; `caught_up` (the coordinator) receives
+/// `caught_up_atom` once the catch-up completed (at once without one).
+secret_sync_actor spawn_secret_sync(caf::actor_system& sys,
+                                    std::shared_ptr<storage::database> db,
+                                    secret_buffer_actor local,
+                                    caf::actor caught_up,
+                                    secret_sync_settings settings);
+
+} // namespace coalesce

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""A fault campaign against replicated secrets, checked from outside.
+
+Starts N coalesce-node processes on 127.0.0.1 (one coalesce.cluster list,
+`replicas` 3, mutual TLS), drives a load through the real CLI's cluster
+client, and keeps its own record of every request made and every answer got.
+Meanwhile it injects one fault at a time, at random moments, each healed
+before the next:
+
+- kill:      SIGKILL the hot chat's coordinator, restart it after a delay;
+- catch-up:  SIGKILL a node, restart it, SIGKILL it again during its
+             catch-up, restart it;
+- stop:      SIGSTOP a node (a hung peer only timeouts show), SIGCONT it
+             after a delay;
+- wipe:      SIGKILL a node, delete its data directory, restart it empty.
+
+Then, with every node back and caught up, the checker reads every key
+through the cluster client and through each of its replicas as coordinator:
+each must answer the newest capture whose `put` was answered, or one
+attempted after it (an unanswered attempt may or may not have landed),
+never an older one and never nothing. Last, it answers a flush, kills every
+node at once (everything held in memory is gone), restarts them all, and
+checks that every capture answered before that flush is still read.
+
+It prints one JSON object of counts on its last line and exits 1 when an
+answered write was lost or a stale value was read.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+CHATS = [f"campaign{i}@g.us" for i in range(12)]
+# Written once before the faults and never again: only the replicas' copies,
+# catch-up and repair keep them.
+COLD_CHATS = [f"cold{i}@g.us" for i in range(16)]
+HOT_CHAT = CHATS[0]
+MSG_IDS = [f"m{i}" for i in range(8)]
+SENDER = "s@s.whatsapp.net"
+
+
+def hex32(n):
+    return f"{n:064x}"
+
+
+class Node:
+    def __init__(self, campaign, index, port):
+        self.campaign = campaign
+        self.index = index
+        self.port = port
+        self.where = f"127.0.0.1:{port}"
+        self.db = os.path.join(campaign.work, f"n{index}.db")
+        self.log = os.path.join(campaign.work, f"n{index}.log")
+        self.proc = None
+        self.starts = 0
+
+    def start(self):
+        c = self.campaign
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [c.bin + "/coalesce-node",
+                 f"--config-file={c.root}/config/coalesce.ini",
+                 f"--coalesce.port={self.port}",
+                 f"--coalesce.db-path={self.db}",
+                 "--coalesce.stats-interval=0s",
+                 f"--coalesce.cluster={c.cluster_list}",
+                 f"--coalesce.peer-timeout={c.peer_timeout}",
+                 "--coalesce.replicas=3"] + c.node_tls,
+                stdout=log, stderr=subprocess.STDOUT)
+        self.starts += 1
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with open(self.log, errors="replace") as f:
+                if f.read().count(f"listening on 127.0.0.1:{self.port}") >= self.starts:
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node {self.index} exited during start-up")
+            time.sleep(0.05)
+        raise RuntimeError(f"node {self.index} did not listen within 30 s")
+
+    def signal(self, sig):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    def caught_up(self):
+        """Whether the node answers its stats and is not catching up."""
+        rc, out, _ = self.campaign.cli(["--port", str(self.port), "stats"],
+                                       timeout="3s")
+        if rc != 0:
+            return False
+        try:
+            return json.loads(out)["catching_up"] == 0
+        except (ValueError, KeyError):
+            return False
+
+
+class Campaign:
+    def __init__(self, args):
+        self.bin = os.path.abspath(args.bin)
+        self.root = os.path.abspath(args.root)
+        self.work = args.work
+        # Faults and load draw from their own generators, so that the seed
+        # alone decides which faults come in which order.
+        self.rng = random.Random(args.seed)
+        self.load_rng = random.Random(args.seed + 1)
+        self.args = args
+        self.peer_timeout = "1s"
+        certs = args.certs
+        self.node_tls = [f"--openssl.certificate={certs}/node.pem",
+                         f"--openssl.key={certs}/node-key.pem",
+                         f"--openssl.cafile={certs}/ca.pem"]
+        self.cli_tls = ["--openssl-certificate", f"{certs}/client.pem",
+                        "--openssl-key", f"{certs}/client-key.pem",
+                        "--openssl-cafile", f"{certs}/ca.pem"]
+        ports = free_ports(args.nodes)
+        self.nodes = [Node(self, i, p) for i, p in enumerate(ports)]
+        self.cluster_list = json.dumps([n.where for n in self.nodes])
+        self.nodes_arg = ",".join(n.where for n in self.nodes)
+        # The record kept outside the nodes: every write attempted, per key,
+        # in the order the load made them, with whether it was answered ok.
+        self.writes = {}
+        self.record_lock = threading.Lock()
+        self.counter = 0
+        self.answered_puts = 0
+        self.failed_puts = 0
+        self.answered_flushes = 0
+        self.failed_flushes = 0
+        self.faults = {"kill": 0, "catch-up": 0, "stop": 0, "wipe": 0}
+        self.stop_load = threading.Event()
+
+    def cli(self, args, stdin=None, timeout="4s"):
+        proc = subprocess.run(
+            [self.bin + "/coalesce-cli"] + self.cli_tls
+            + [f"--timeout={timeout}"] + args,
+            input=stdin, capture_output=True, text=True, timeout=120)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def ccli(self, args, stdin=None, timeout="4s"):
+        return self.cli(["--nodes", self.nodes_arg] + args, stdin, timeout)
+
+    # -- load ----------------------------------------------------------------
+
+    def put_batch(self):
+        keys = set()
+        while len(keys) < 6:
+            chat = HOT_CHAT if self.load_rng.random() < 0.4 else self.load_rng.choice(CHATS)
+            keys.add((chat, self.load_rng.choice(MSG_IDS)))
+        lines = []
+        batch = []
+        for chat, msg in sorted(keys):
+            self.counter += 1
+            secret = hex32(self.counter)
+            lines.append(f"{chat} {SENDER} {msg} {secret} 0 {1700000000 + self.counter}")
+            batch.append(((chat, msg), secret))
+        with self.record_lock:
+            for key, secret in batch:
+                self.writes.setdefault(key, []).append([secret, None])
+        rc, _, _ = self.ccli(["secret", "put", "-"], stdin="\n".join(lines) + "\n")
+        with self.record_lock:
+            for key, secret in batch:
+                for w in reversed(self.writes[key]):
+                    if w[0] == secret:
+                        w[1] = rc == 0
+                        break
+        if rc == 0:
+            self.answered_puts += 1
+        else:
+            self.failed_puts += 1
+
+    def put_cold(self):
+        lines = []
+        for chat in COLD_CHATS:
+            for msg in MSG_IDS:
+                self.counter += 1
+                secret = hex32(self.counter)
+                lines.append(f"{chat} {SENDER} {msg} {secret} 0 {1700000000 + self.counter}")
+                self.writes[(chat, msg)] = [[secret, None]]
+        rc, _, err = self.ccli(["secret", "put", "-"], stdin="\n".join(lines) + "\n",
+                               timeout="20s")
+        if rc != 0:
+            raise RuntimeError(f"the cold keys' put failed: {err.strip()}")
+        for chat in COLD_CHATS:
+            for msg in MSG_IDS:
+                self.writes[(chat, msg)][0][1] = True
+
+    def load(self):
+        n = 0
+        while not self.stop_load.is_set():
+            self.put_batch()
+            n += 1
+            if n % 8 == 0:
+                rc, _, _ = self.ccli(["secret", "flush"], timeout="10s")
+                if rc == 0:
+                    self.answered_flushes += 1
+                else:
+                    self.failed_flushes += 1
+
+    # -- faults --------------------------------------------------------------
+
+    def delay(self):
+        return self.rng.uniform(self.args.min_delay, self.args.max_delay)
+
+    def hot_coordinator(self):
+        rc, out, _ = self.ccli(["owner", "secret", HOT_CHAT])
+        first = out.split()[0] if rc == 0 and out.split() else None
+        for n in self.nodes:
+            if n.where == first:
+                return n
+        return self.rng.choice(self.nodes)
+
+    def wait_caught_up(self, limit=60):
+        deadline = time.time() + limit
+        pending = list(self.nodes)
+        while pending and time.time() < deadline:
+            pending = [n for n in pending if not n.caught_up()]
+            if pending:
+                time.sleep(0.2)
+        if pending:
+            raise RuntimeError("nodes not caught up within %d s: %s"
+                               % (limit, [n.index for n in pending]))
+
+    def inject(self, kind):
+        self.faults[kind] += 1
+        if kind == "kill":
+            node = self.hot_coordinator()
+            node.kill()
+            time.sleep(self.delay())
+            node.start()
+        elif kind == "catch-up":
+            node = self.rng.choice(self.nodes)
+            node.kill()
+            time.sleep(self.delay())
+            node.start()
+            # Killed again while it compares with its peers.
+            time.sleep(self.rng.uniform(0.0, 0.3))
+            node.kill()
+            time.sleep(self.rng.uniform(0.5, 1.5))
+            node.start()
+        elif kind == "stop":
+            node = self.rng.choice(self.nodes)
+            node.signal(signal.SIGSTOP)
+            time.sleep(self.delay())
+            node.signal(signal.SIGCONT)
+        elif kind == "wipe":
+            # Each in turn: wiping every node once over loses everything
+            # unless each was refilled before the next.
+            node = self.nodes[self.faults["wipe"] % len(self.nodes)]
+            node.kill()
+            shutil.rmtree(node.db, ignore_errors=True)
+            time.sleep(self.delay())
+            node.start()
+        self.wait_caught_up()
+
+    # -- checks --------------------------------------------------------------
+
+    def allowed(self, key, before=None):
+        """The values a read of `key` may give: the newest answered write's
+        secret and every later attempt's, or nothing when none was answered.
+        With `before` (a count of writes per key), only those writes count as
+        answered."""
+        writes = self.writes.get(key, [])
+        last_ok = None
+        for i, (secret, ok) in enumerate(writes):
+            if ok and (before is None or i < before.get(key, 0)):
+                last_ok = i
+        if last_ok is None:
+            return {""} | {w[0] for w in writes}
+        return {w[0] for w in writes[last_ok:]}
+
+    def read_all(self, via, chats):
+        keys = [(c, m) for c in chats for m in MSG_IDS]
+        stdin = "".join(f"{c} {SENDER} {m}\n" for c, m in keys)
+        rc, out, err = self.cli(via + ["secret", "get", "-"], stdin=stdin,
+                                timeout="10s")
+        if rc != 0:
+            raise RuntimeError(f"read through {via} failed: {err.strip()}")
+        # A key without a secret reads as "- 0".
+        got = [line.split(" ")[0].strip("-") for line in out.splitlines()]
+        return dict(zip(keys, got))
+
+    def views(self):
+        """Who reads what: the cluster client every key, and each node, as
+        coordinator, the keys of the chats it is a replica of."""
+        chats = CHATS + COLD_CHATS
+        result = [(["--nodes", self.nodes_arg], chats)]
+        for n in self.nodes:
+            mine = []
+            for chat in chats:
+                rc, out, _ = self.ccli(["owner", "secret", chat])
+                if rc == 0 and n.where in out.split():
+                    mine.append(chat)
+            result.append((["--port", str(n.port)], mine))
+        return result
+
+    def check(self, before=None):
+        lost = stale = reads = 0
+        problems = []
+        for via, chats in self.views():
+            for key, value in self.read_all(via, chats).items():
+                reads += 1
+                if value in self.allowed(key, before):
+                    continue
+                newest_ok = [w for w in self.writes.get(key, []) if w[1]]
+                if value == "":
+                    lost += 1
+                else:
+                    stale += 1
+                if len(problems) < 10:
+                    problems.append({"via": " ".join(via), "key": list(key),
+                                     "read": value[-8:],
+                                     "newest answered": newest_ok[-1][0][-8:]
+                                     if newest_ok else None})
+        return lost, stale, reads, problems
+
+    def run(self):
+        for n in self.nodes:
+            n.start()
+        self.wait_caught_up()
+        self.put_cold()
+        loader = threading.Thread(target=self.load, daemon=True)
+        loader.start()
+        kinds = ["kill", "catch-up", "stop", "wipe"]
+        started = time.time()
+        for cycle in range(self.args.cycles):
+            time.sleep(self.rng.uniform(0.2, 1.0))
+            self.inject(kinds[cycle % 4] if cycle < 4 else self.rng.choice(kinds))
+        self.stop_load.set()
+        loader.join(timeout=180)
+        self.wait_caught_up()
+        lost, stale, reads, problems = self.check()
+        # Whole-cluster crash after an answered flush.
+        rc, _, err = self.ccli(["secret", "flush"], timeout="30s")
+        flushed = rc == 0
+        before = {k: len(v) for k, v in self.writes.items()}
+        for n in self.nodes:
+            n.kill()
+        for n in self.nodes:
+            n.start()
+        self.wait_caught_up()
+        crash_lost, crash_stale, crash_reads, crash_problems = (
+            self.check(before) if flushed else (0, 0, 0, []))
+        for n in self.nodes:
+            n.signal(signal.SIGTERM)
+        for n in self.nodes:
+            try:
+                n.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                n.kill()
+        result = {
+            "campaign": "replicas", "nodes": len(self.nodes),
+            "seed": self.args.seed, "cycles": self.args.cycles,
+            "faults": self.faults, "seconds": round(time.time() - started),
+            "put_batches_answered": self.answered_puts,
+            "put_batches_failed": self.failed_puts,
+            "flushes_answered": self.answered_flushes,
+            "flushes_failed": self.failed_flushes,
+            "keys_read": reads, "answered_writes_lost": lost,
+            "stale_reads": stale,
+            "final_flush_answered": flushed,
+            "after_whole_cluster_crash": {"keys_read": crash_reads,
+                                          "lost": crash_lost,
+                                          "stale": crash_stale},
+            "problems": problems + crash_problems,
+        }
+        print(json.dumps(result))
+        ok = (lost == 0 and stale == 0 and crash_lost == 0
+              and crash_stale == 0 and flushed and self.answered_puts > 0)
+        return 0 if ok else 1
+
+
+def free_ports(count):
+    import socket
+    socks = [socket.socket() for _ in range(count)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--root", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--certs", required=True)
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--cycles", type=int, default=20)
+    p.add_argument("--seed", type=int, default=int(time.time()))
+    p.add_argument("--min-delay", type=float, default=1.0)
+    p.add_argument("--max-delay", type=float, default=3.0)
+    args = p.parse_args()
+    campaign = Campaign(args)
+    try:
+        code = campaign.run()
+    finally:
+        for n in campaign.nodes:
+            n.kill()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

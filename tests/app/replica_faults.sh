@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The replicas' fault campaign (tests/app/replica_campaign.py) with three and
+# with five coalesce-node processes on mutual TLS: one fault at a time
+# (SIGKILL of the hot chat's coordinator, SIGKILL during catch-up,
+# SIGSTOP/SIGCONT, a wiped data directory), then a whole-cluster crash after
+# a flush; the checker compares what the nodes answer with the record kept
+# outside them.
+#   tests/app/replica_faults.sh BIN_DIR [TEST_NAME_REGEX]
+# CYCLES (default 20) sets the faults per campaign, RESTART_DELAY ("MIN MAX"
+# seconds, default "1 3") how long a killed or stopped node stays so, SEED
+# the campaigns' seed. The last line is "N passed, M failed".
+set -u
+source "$(dirname "$0")/process_helpers.sh"
+
+CERTS="$WORK/certs"
+"$ROOT/scripts/make-certs" "$CERTS" >/dev/null || { echo "make-certs failed"; exit 1; }
+CYCLES="${CYCLES:-20}"
+read -r MIN_DELAY MAX_DELAY <<<"${RESTART_DELAY:-1 3}"
+SEED="${SEED:-$(date +%s)}"
+
+campaign() { # campaign NODES
+  mkdir -p "$WORK/nodes-$1"
+  python3 "$ROOT/tests/app/replica_campaign.py" --bin "$BIN" --root "$ROOT" \
+    --work "$WORK/nodes-$1" --certs "$CERTS" --nodes "$1" --cycles "$CYCLES" \
+    --seed "$SEED" --min-delay "$MIN_DELAY" --max-delay "$MAX_DELAY" \
+    >"$WORK/campaign-$1.out" 2>&1
+  local rc=$?
+  tail -n 1 "$WORK/campaign-$1.out"
+  if [ "$rc" != 0 ]; then
+    tail -n 20 "$WORK/campaign-$1.out" >&2
+    for log in "$WORK/nodes-$1"/n*.log; do
+      echo "--- $log (last lines)" >&2
+      tail -n 15 "$log" >&2
+    done
+  fi
+  return "$rc"
+}
+
+test_three_nodes_lose_no_answered_write_under_faults() {
+  check "the campaign with three nodes (seed $SEED) found nothing lost or stale" campaign 3
+}
+
+test_five_nodes_lose_no_answered_write_under_faults() {
+  check "the campaign with five nodes (seed $SEED) found nothing lost or stale" campaign 5
+}
+
+run_test "three nodes lose no answered write under faults"
+run_test "five nodes lose no answered write under faults"
+
+finish_tests
