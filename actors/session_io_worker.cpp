@@ -9,6 +9,7 @@
 
 #include <coalesce/actors/guarded_write.hpp>
 #include <coalesce/actors/parked_requests.hpp>
+#include <coalesce/messages/errc.hpp>
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/session_store.hpp>
 
@@ -31,6 +32,12 @@ struct session_io_state {
     "the session I/O actor"};
   /// The id in `waiters` of each write in `pending`, at the same index.
   std::vector<uint64_t> pending_waiters;
+  /// Replica deltas of the forming group and their parked requests, the
+  /// same way (a clustered node's writes).
+  std::vector<session_delta> pending_deltas;
+  parked_requests<caf::typed_response_promise<replica_answer>> delta_waiters{
+    "the session I/O actor"};
+  std::vector<uint64_t> pending_delta_waiters;
   /// The generation storage holds for the sessions this actor wrote (it
   /// writes every write of its sessions), so that a group reads no stored
   /// generation it wrote itself; forgotten on an erase or a purge, and all
@@ -43,7 +50,8 @@ struct session_io_state {
   uint64_t fsyncs = 0;
 };
 
-using io_pointer = session_io_actor::stateful_pointer<session_io_state>;
+using io_pointer
+  = session_replica_io_actor::stateful_pointer<session_io_state>;
 
 /// Sessions whose stored generation an I/O actor keeps at most (a few MB).
 constexpr std::size_t max_known = 65536;
@@ -53,8 +61,39 @@ void count_batch(io_pointer self) {
     ++self->state.fsyncs;
 }
 
+/// Writes the pending replica deltas as one batch and answers each.
+void commit_pending_deltas(io_pointer self) {
+  auto& st = self->state;
+  if (st.pending_deltas.empty())
+    return;
+  auto deltas = std::move(st.pending_deltas);
+  auto waiters = std::move(st.pending_delta_waiters);
+  st.pending_deltas.clear();
+  st.pending_delta_waiters.clear();
+  for (const auto& delta : deltas)
+    st.known.erase(delta.session);
+  storage::replica_group_result result;
+  auto failure = guarded_write(*st.db, [&] {
+    result = storage::replica_apply_group(*st.db, deltas);
+    return result.failure;
+  });
+  if (result.written) {
+    ++st.groups;
+    count_batch(self);
+  }
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    if (failure)
+      st.delta_waiters.answer(waiters[i], failure);
+    else if (!result.answers[i])
+      st.delta_waiters.answer(waiters[i], result.answers[i].error());
+    else
+      st.delta_waiters.answer(waiters[i], *result.answers[i]);
+  }
+}
+
 /// Writes the pending group as one batch and answers each of its writes.
 void commit_pending(io_pointer self) {
+  commit_pending_deltas(self);
   auto& st = self->state;
   if (st.pending.empty())
     return;
@@ -87,7 +126,21 @@ void commit_pending(io_pointer self) {
   }
 }
 
-session_io_actor::behavior_type
+/// A replica request that changes one session, after the group: through
+/// guarded_write, forgetting the generation remembered for it.
+template <class F>
+caf::result<replica_answer> change_replica(io_pointer self,
+                                           const std::string& session, F f) {
+  commit_pending(self);
+  self->state.known.erase(session);
+  auto& db = *self->state.db;
+  auto answer = guarded_write(db, [&] { return f(db); });
+  if (!answer)
+    return std::move(answer.error());
+  return std::move(*answer);
+}
+
+session_replica_io_actor::behavior_type
 session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
   self->state.db = std::move(db);
   return {
@@ -140,13 +193,82 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
       return std::move(*record);
     },
     [self](stored_generation_atom, const std::string& session)
-      -> caf::result<bool, uint64_t> {
+      -> caf::result<bool, uint64_t, std::string> {
       commit_pending(self);
       auto stored = storage::stored_generation(*self->state.db, session);
       if (!stored)
         return std::move(stored.error());
-      return caf::result<bool, uint64_t>{stored->has_value(),
-                                         stored->value_or(0)};
+      std::string claimant;
+      if (stored->has_value()) {
+        auto held = storage::replica_version(*self->state.db, session);
+        if (!held)
+          return std::move(held.error());
+        claimant = std::move(held->version.claimant);
+      }
+      return caf::result<bool, uint64_t, std::string>{
+        stored->has_value(), stored->value_or(0), std::move(claimant)};
+    },
+    [self](claim_atom, const std::string& session, uint64_t generation,
+           const std::string& claimant) -> caf::result<ok_atom> {
+      commit_pending(self);
+      self->state.known.erase(session);
+      auto& db = *self->state.db;
+      auto answer = guarded_write(db, [&] {
+        return storage::replica_claim(db, session, 0, generation, claimant);
+      });
+      if (!answer)
+        return std::move(answer.error());
+      if (outcome_of(*answer) != replica_outcome::applied)
+        return make_error(errc::stale_generation,
+                          "session " + session + ": generation "
+                            + std::to_string(generation)
+                            + " is taken; storage holds "
+                            + std::to_string(answer->version.generation));
+      return ok_atom::value;
+    },
+    [self](replica_atom, write_atom, session_delta& delta) {
+      auto& st = self->state;
+      auto promise = self->make_response_promise<replica_answer>();
+      st.pending_deltas.push_back(std::move(delta));
+      st.pending_delta_waiters.push_back(st.delta_waiters.park(promise));
+      if (self->mailbox().empty())
+        commit_pending(self);
+      return promise;
+    },
+    [self](replica_atom, prepare_atom, const std::string& session,
+           uint64_t ballot) {
+      return change_replica(self, session, [&](storage::database& db) {
+        return storage::replica_prepare(db, session, ballot);
+      });
+    },
+    [self](replica_atom, claim_atom, const std::string& session,
+           uint64_t ballot, uint64_t generation, const std::string& claimant) {
+      return change_replica(self, session, [&](storage::database& db) {
+        return storage::replica_claim(db, session, ballot, generation,
+                                      claimant);
+      });
+    },
+    [self](replica_atom, install_atom, uint64_t ballot,
+           const session_image& image) {
+      return change_replica(self, image.session, [&](storage::database& db) {
+        return storage::replica_install(db, ballot, image);
+      });
+    },
+    [self](replica_atom, image_atom, const std::string& session)
+      -> caf::result<session_image> {
+      commit_pending(self);
+      auto image = storage::replica_image(*self->state.db, session);
+      if (!image)
+        return std::move(image.error());
+      return std::move(*image);
+    },
+    [self](replica_atom, version_atom, const std::string& session)
+      -> caf::result<replica_answer> {
+      commit_pending(self);
+      auto answer = storage::replica_version(*self->state.db, session);
+      if (!answer)
+        return std::move(answer.error());
+      return std::move(*answer);
     },
     [self](stats_atom) -> caf::result<uint64_t, uint64_t> {
       commit_pending(self);
@@ -158,13 +280,13 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
 
 } // namespace
 
-session_io_actor
+session_replica_io_actor
 spawn_detached_session_io_worker(caf::actor_system& sys,
                                  std::shared_ptr<storage::database> db) {
   return sys.spawn<caf::detached>(session_io_worker, std::move(db));
 }
 
-session_io_actor
+session_replica_io_actor
 spawn_scheduled_session_io_worker(caf::actor_system& sys,
                                   std::shared_ptr<storage::database> db) {
   return sys.spawn(session_io_worker, std::move(db));

@@ -36,6 +36,11 @@
 /// Nothing is retried here: the writer keeps a failed write's rows and
 /// retries them.
 ///
+/// Replicas: on a clustered node the same actor is the replica of its
+/// sessions (`session_replica_io_actor`): deltas join the group, and every
+/// replica request of a session goes to the actor that writes it, so the
+/// check and the write of a replica never race either.
+///
 /// Shutdown: the owner of the persister stops the I/O actors after it.
 /// Writes of a group not yet committed are answered with
 /// errc::stopped_before_answer, unwritten.
@@ -43,13 +48,13 @@ namespace coalesce {
 
 /// Spawns an I/O actor over `db` on its own thread (`caf::detached`), as
 /// production runs it: its blocking calls never hold up CAF's scheduler.
-session_io_actor
+session_replica_io_actor
 spawn_detached_session_io_worker(caf::actor_system& sys,
                                  std::shared_ptr<storage::database> db);
 
 /// The same as an ordinary scheduled actor, so that the test coordinator
 /// decides when it runs.
-session_io_actor
+session_replica_io_actor
 spawn_scheduled_session_io_worker(caf::actor_system& sys,
                                   std::shared_ptr<storage::database> db);
 

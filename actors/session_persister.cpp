@@ -75,6 +75,9 @@ struct persister_state {
   /// the order they arrived.
   std::unordered_map<std::string, std::vector<std::function<void(caf::error)>>>
     in_line;
+  /// Sessions whose register waits for its claim (`claim_generations`):
+  /// their later requests wait in line until it is answered.
+  std::set<std::string> claiming;
 
   // The lists of parked requests. Each answers what is still in it with
   // errc::stopped_before_answer when the persister stops.
@@ -185,12 +188,34 @@ const session_io_actor& io_for(persister_pointer self,
 }
 
 /// Whether a request of `session` must wait in line: an earlier one waits
-/// for storage's generation, or this one needs it and it is not known.
+/// for storage's generation or a claim, or this one needs the generation
+/// and it is not known.
 bool must_wait(persister_pointer self, const std::string& session,
                bool needs_generation) {
   auto& st = self->state;
-  return st.in_line.count(session) > 0
+  return st.in_line.count(session) > 0 || st.claiming.count(session) > 0
          || (needs_generation && !st.registry.knows_stored(session));
+}
+
+void read_stored_generation(persister_pointer self,
+                            const std::string& session);
+
+/// Runs the session's line in order until it is empty or one of its
+/// requests starts a claim (the rest wait for it).
+void run_line(persister_pointer self, const std::string& session,
+              const caf::error& err) {
+  auto& st = self->state;
+  while (st.claiming.count(session) == 0) {
+    auto i = st.in_line.find(session);
+    if (i == st.in_line.end())
+      return;
+    auto next = std::move(i->second.front());
+    i->second.erase(i->second.begin());
+    // An empty line is none: what `next` starts does not wait for itself.
+    if (i->second.empty())
+      st.in_line.erase(i);
+    next(err);
+  }
 }
 
 /// Runs `next` when the earlier requests of `session` in line ran, and,
@@ -205,27 +230,42 @@ void in_order(persister_pointer self, const std::string& session,
   }
   auto& line = st.in_line[session];
   line.push_back(std::move(next));
-  if (line.size() > 1)
+  if (line.size() > 1 || st.claiming.count(session) > 0)
     return;
-  auto done = [self, session](caf::error err) {
-    auto i = self->state.in_line.find(session);
-    if (i == self->state.in_line.end())
-      return;
-    auto line = std::move(i->second);
-    self->state.in_line.erase(i);
-    for (auto& next : line)
-      next(err);
-  };
+  read_stored_generation(self, session);
+}
+
+/// Reads storage's generation of `session` into the registry, then runs
+/// the session's line.
+void read_stored_generation(persister_pointer self,
+                            const std::string& session) {
   self
     ->request(io_for(self, session), caf::infinite,
               stored_generation_atom::value, session)
     .then(
-      [self, session, done](bool stored, uint64_t generation) {
+      [self, session](bool stored, uint64_t generation,
+                      const std::string& claimant) {
         self->state.registry.learn_stored(
-          session, stored ? std::optional<uint64_t>{generation} : std::nullopt);
-        done(caf::none);
+          session,
+          stored ? std::optional<uint64_t>{generation} : std::nullopt,
+          claimant);
+        run_line(self, session, caf::none);
       },
-      [done](caf::error& err) { done(std::move(err)); });
+      [self, session](caf::error& err) { run_line(self, session, err); });
+}
+
+/// A claim of `session` ended: the requests behind it run, after a read of
+/// storage's generation when the registry forgot it.
+void end_claim(persister_pointer self, const std::string& session) {
+  auto& st = self->state;
+  st.claiming.erase(session);
+  if (st.in_line.count(session) == 0)
+    return;
+  // The first one waiting may need storage's generation, as any read does.
+  if (!st.registry.knows_stored(session))
+    read_stored_generation(self, session);
+  else
+    run_line(self, session, caf::none);
 }
 
 /// The session's writer, spawned when it has none; counts one message sent.
@@ -255,6 +295,11 @@ resolve_persist(persister_pointer self, const std::string& session,
                 std::vector<session_update>& updates,
                 std::vector<std::string>& removed) {
   auto& st = self->state;
+  if (st.options.claim_generations && !st.registry.adopt(session, handle)
+      && st.registry.claimed_by_other(session, handle))
+    return make_error(errc::handle_superseded,
+                      "session " + session + ": another handle claimed its "
+                      "generation since (register this one again)");
   auto source = st.registry.source_for(session, handle, alive(handle));
   if (!source)
     return std::move(source.error());
@@ -305,7 +350,8 @@ caf::result<ok_atom> on_persist(persister_pointer self, std::string& session,
     return err;
   if (auto err = check_snapshot(st.options, snapshot))
     return err;
-  if (!must_wait(self, session, false)) {
+  auto needs_generation = st.options.claim_generations;
+  if (!must_wait(self, session, needs_generation)) {
     auto order = resolve_persist(self, session, handle, snapshot, updates,
                                  removed);
     if (!order)
@@ -325,10 +371,14 @@ caf::result<ok_atom> on_persist(persister_pointer self, std::string& session,
   auto args = std::make_shared<request>(
     request{session, handle, std::move(snapshot), std::move(updates),
             std::move(removed)});
-  in_order(self, session, false, [self, id, args](caf::error) {
+  in_order(self, session, needs_generation, [self, id, args](caf::error err) {
     auto promise = self->state.persists.take(id);
     if (!promise)
       return;
+    if (err && self->state.options.claim_generations) {
+      promise->deliver(std::move(err));
+      return;
+    }
     auto order = resolve_persist(self, args->session, args->handle,
                                  args->snapshot, args->updates, args->removed);
     if (!order)
@@ -393,6 +443,69 @@ void restand(persister_pointer self, const std::string& session) {
              generation.value_or(0), generation.has_value());
 }
 
+void register_in_line(persister_pointer self, const std::string& session,
+                      const session_handle_actor& handle, uint64_t id,
+                      int attempts_left);
+
+/// Claims the generation a register gave `handle` (replicas), holding the
+/// session's later requests until storage answered; answers the register.
+/// A claim refused because another coordinator took the session over
+/// forgets what the registry knew of it and registers once more.
+void claim_then_answer(persister_pointer self, const std::string& session,
+                       const session_handle_actor& handle, uint64_t generation,
+                       uint64_t id, int attempts_left) {
+  auto& st = self->state;
+  st.claiming.insert(session);
+  self
+    ->request(io_for(self, session), caf::infinite, claim_atom::value,
+              session, generation,
+              session_registry::claimant_of(handle))
+    .then(
+      [=](ok_atom) {
+        restand(self, session);
+        self->state.registers.answer(id, generation);
+        end_claim(self, session);
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        st.registry.unregister(session, handle);
+        st.registry.forget_stored(session);
+        spdlog::warn("session persister: the claim of generation {} of "
+                     "session {} failed: {}",
+                     generation, session, self->system().render(err));
+        if (attempts_left > 0)
+          st.in_line[session].insert(
+            st.in_line[session].begin(), [=](caf::error read_failed) {
+              if (read_failed)
+                self->state.registers.answer(id, std::move(read_failed));
+              else
+                register_in_line(self, session, handle, id,
+                                 attempts_left - 1);
+            });
+        else
+          st.registers.answer(id, std::move(err));
+        end_claim(self, session);
+      });
+}
+
+/// A register's turn in the session's line.
+void register_in_line(persister_pointer self, const std::string& session,
+                      const session_handle_actor& handle, uint64_t id,
+                      int attempts_left) {
+  auto& st = self->state;
+  auto generation = st.registry.register_handle(session, handle);
+  if (!generation) {
+    st.registers.answer(id, std::move(generation.error()));
+    return;
+  }
+  if (st.options.claim_generations) {
+    claim_then_answer(self, session, handle, *generation, id, attempts_left);
+    return;
+  }
+  restand(self, session);
+  st.registers.answer(id, *generation);
+}
+
 caf::result<uint64_t> on_register(persister_pointer self,
                                   const std::string& session,
                                   const session_handle_actor& handle) {
@@ -403,18 +516,11 @@ caf::result<uint64_t> on_register(persister_pointer self,
   auto id = self->state.registers.park(promise);
   // After a restart, registers continue from the stored generation plus one.
   in_order(self, session, true, [=](caf::error err) {
-    auto& st = self->state;
     if (err) {
-      st.registers.answer(id, std::move(err));
+      self->state.registers.answer(id, std::move(err));
       return;
     }
-    auto generation = st.registry.register_handle(session, handle);
-    if (!generation) {
-      st.registers.answer(id, std::move(generation.error()));
-      return;
-    }
-    restand(self, session);
-    st.registers.answer(id, *generation);
+    register_in_line(self, session, handle, id, 1);
   });
   return promise;
 }
@@ -812,6 +918,13 @@ spawn_with_io(caf::actor_system& sys, std::shared_ptr<storage::database> db,
 }
 
 } // namespace
+
+session_persister_actor
+spawn_session_persister_over(caf::actor_system& sys,
+                             std::vector<session_io_actor> io,
+                             session_persister_options options) {
+  return spawn_session_persister(sys, std::move(io), std::move(options));
+}
 
 session_persister_actors
 spawn_session_persister_actors(caf::actor_system& sys,

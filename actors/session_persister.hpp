@@ -95,6 +95,12 @@ struct session_persister_options {
   std::size_t io_workers = 2;
   /// How long a handle may take to answer a snapshot request.
   caf::timespan snapshot_timeout = std::chrono::seconds{5};
+  /// Replicas (set by a clustered node, not a config key): a register is
+  /// answered once its generation is claimed in storage (at a majority of
+  /// the session's replicas), and a persist through a handle registered on
+  /// another node is written only when it holds the generation claimed
+  /// last (errc::handle_superseded otherwise).
+  bool claim_generations = false;
 
   /// Registers `persister-max-blob`, `persister-max-update`,
   /// `persister-io-workers`, `persister-snapshot-timeout`.

@@ -9,6 +9,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <coalesce/actors/session_persister.hpp>
 #include <coalesce/messages/atoms.hpp>
 #include <coalesce/messages/session.hpp>
 #include <coalesce/messages/session_persister_interface.hpp>
@@ -32,7 +33,8 @@
 /// - writer -> persister: `written` after every job and whenever it became
 ///   idle, `release` with the session when a lease holder died.
 /// - writer -> I/O actor: `write` and `erase`; persister -> I/O actor:
-///   `storedgen`, `load` (delegated from a client), `purge` and `stats`.
+///   `storedgen`, `claim`, `load` (delegated from a client), `purge` and
+///   `stats`.
 ///
 /// A solo persist is five messages to its answer: client -> persister ->
 /// writer -> I/O actor -> writer -> client. The persister resolves the
@@ -149,10 +151,25 @@ using session_io_actor = caf::typed_actor<
   /// generation.
   caf::reacts_to<purge_atom, std::string, uint64_t>,
   caf::replies_to<load_atom, std::string>::with<session_record>,
-  /// Whether anything is stored for the session, and its generation.
-  caf::replies_to<stored_generation_atom, std::string>::with<bool, uint64_t>,
+  /// Whether anything is stored for the session, its generation and who
+  /// claimed that generation (empty: no claim did).
+  caf::replies_to<stored_generation_atom, std::string>::with<bool, uint64_t,
+                                                            std::string>,
+  /// Claims a generation for a handle (its address as text) before the
+  /// register is answered (`session_persister_options::claim_generations`):
+  /// refused errc::stale_generation when storage holds a higher one or
+  /// another handle claimed it.
+  caf::replies_to<claim_atom, std::string, uint64_t, std::string>::with<
+    ok_atom>,
   /// Groups written and fsyncs issued so far.
   caf::replies_to<stats_atom>::with<uint64_t, uint64_t>>;
+
+/// An I/O actor as a clustered node runs it: also a replica of the sessions
+/// it writes, for their coordinators (coalesce/node/session_replicas.hpp),
+/// this node's and its peers'. Replica deltas join the pending group like
+/// writes; every other replica request commits the group first.
+using session_replica_io_actor
+  = session_io_actor::extend_with<session_replica_requests>;
 
 /// The writer of one session: runs the session's queue; every message comes
 /// from the persister (its own requests or the clients' it delegated).
@@ -184,5 +201,15 @@ using session_persister_full_actor = session_persister_interface::extend<
   caf::reacts_to<release_atom, std::string, session_lease>,
   /// The deadline of flush N passed.
   caf::reacts_to<caf::timeout_atom, uint64_t>>;
+
+// -- spawning over other I/O actors --------------------------------------------
+
+/// The persister alone over I/O actors the caller spawned and stops after
+/// it: a clustered node's, over its sessions' coordinators
+/// (coalesce/node/session_replicas.hpp).
+session_persister_actor
+spawn_session_persister_over(caf::actor_system& sys,
+                             std::vector<session_io_actor> io,
+                             session_persister_options options);
 
 } // namespace coalesce

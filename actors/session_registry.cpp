@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <caf/actor_cast.hpp>
+#include <caf/node_id.hpp>
 
 #include <coalesce/messages/errc.hpp>
 
@@ -70,13 +71,74 @@ bool session_registry::knows_stored(const std::string& session) const {
 }
 
 void session_registry::learn_stored(const std::string& session,
-                                    std::optional<uint64_t> stored) {
+                                    std::optional<uint64_t> stored,
+                                    const std::string& claimant) {
   auto& entry = lineages_[session];
   entry.stored_known = true;
   if (!stored)
     return;
+  if (*stored > entry.floor || (*stored == entry.floor && !claimant.empty()))
+    entry.claimed_by = claimant;
   entry.floor = std::max(entry.floor, *stored);
   entry.next = std::max(entry.next, *stored + 1);
+}
+
+std::string session_registry::claimant_of(const session_handle_actor& handle) {
+  auto addr = address_of(handle);
+  return std::to_string(addr.id()) + "@" + caf::to_string(addr.node());
+}
+
+bool session_registry::adopt(const std::string& session,
+                             const session_handle_actor& handle) {
+  auto i = lineages_.find(session);
+  if (i == lineages_.end())
+    return false;
+  auto& entry = i->second;
+  auto addr = address_of(handle);
+  if (entry.claimed_by.empty() || entry.claimed_by != claimant_of(handle)
+      || entry.find(addr) != nullptr || contains(entry.named, addr)
+      || entry.floor < entry.deleted_below || entry.next != entry.floor + 1)
+    return false;
+  entry.members.push_back(member{handle, entry.floor});
+  auto& sessions = sessions_of_[addr];
+  if (!contains(sessions, session))
+    sessions.push_back(session);
+  return true;
+}
+
+bool session_registry::claimed_by_other(
+  const std::string& session, const session_handle_actor& handle) const {
+  const auto* entry = find(session);
+  return entry != nullptr && !entry->claimed_by.empty()
+         && entry->find(address_of(handle)) == nullptr
+         && entry->claimed_by != claimant_of(handle);
+}
+
+void session_registry::forget_stored(const std::string& session) {
+  if (auto i = lineages_.find(session); i != lineages_.end())
+    i->second.stored_known = false;
+}
+
+void session_registry::unregister(const std::string& session,
+                                  const session_handle_actor& handle) {
+  auto i = lineages_.find(session);
+  if (i == lineages_.end())
+    return;
+  auto addr = address_of(handle);
+  auto& members = i->second.members;
+  members.erase(std::remove_if(members.begin(), members.end(),
+                               [&](const member& x) {
+                                 return address_of(x.handle) == addr;
+                               }),
+                members.end());
+  auto j = sessions_of_.find(addr);
+  if (j != sessions_of_.end() && !contains(i->second.named, addr)) {
+    auto& sessions = j->second;
+    sessions.erase(std::remove(sessions.begin(), sessions.end(), session),
+                   sessions.end());
+    if (sessions.empty())
+      sessions_of_.erase(j);
+  }
 }
 
 std::optional<uint64_t>
@@ -111,6 +173,7 @@ session_registry::register_handle(const std::string& session,
   }
   auto generation = entry.next++;
   entry.members.push_back(member{handle, generation});
+  entry.claimed_by.clear(); // a claim of this one, if any, comes after
   auto& sessions = sessions_of_[addr];
   if (!contains(sessions, session))
     sessions.push_back(session);

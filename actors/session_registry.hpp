@@ -87,8 +87,37 @@ public:
   /// Whether storage's generation of `session` was learned.
   bool knows_stored(const std::string& session) const;
 
-  /// Storage holds `stored` for `session` (none: nothing).
-  void learn_stored(const std::string& session, std::optional<uint64_t> stored);
+  /// Storage holds `stored` for `session` (none: nothing), claimed by
+  /// `claimant` (a handle's `claimant_of`; empty when no claim made it).
+  void learn_stored(const std::string& session, std::optional<uint64_t> stored,
+                    const std::string& claimant = {});
+
+  /// Replicas (`session_persister_options::claim_generations`): a handle
+  /// registered through another coordinator is known here only by the
+  /// claim storage holds. `adopt` makes `handle` the current handle at the
+  /// stored generation when it is the claimant and not registered here;
+  /// whether it did.
+  bool adopt(const std::string& session, const session_handle_actor& handle);
+
+  /// Whether storage's generation of `session` was claimed by a handle
+  /// other than `handle`, which is not registered here: a write through it
+  /// comes from a superseded handle (or one never registered, which with
+  /// replicas must register first).
+  bool claimed_by_other(const std::string& session,
+                        const session_handle_actor& handle) const;
+
+  /// Forgets what storage holds of `session` (a claim failed: another
+  /// coordinator may have moved it): the next request reads it again.
+  void forget_stored(const std::string& session);
+
+  /// Undoes `register_handle` of `handle` whose claim failed: it is not
+  /// registered (a later register claims again).
+  void unregister(const std::string& session,
+                  const session_handle_actor& handle);
+
+  /// How a claim names a handle: its address as text, the same on every
+  /// node.
+  static std::string claimant_of(const session_handle_actor& handle);
 
   /// The generation a write from `source` carries: its own when registered,
   /// else the session's current one (the newest registered, or the floor of
@@ -184,6 +213,8 @@ private:
     /// The lowest generation storage accepts, as far as known.
     uint64_t floor = 0;
     bool stored_known = false;
+    /// Who claimed `floor` in storage (replicas only; empty: nobody).
+    std::string claimed_by;
 
     uint64_t current() const;
     const member* find(const caf::actor_addr& addr) const;

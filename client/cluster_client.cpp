@@ -335,10 +335,10 @@ Issued remember(client_pointer self, std::size_t node, const Issued& real) {
 }
 
 /// Whether `key`'s requests may go to any of its replicas: a chat's
-/// secrets under `replicas` above 1.
+/// secrets and a session under `replicas` above 1.
 bool replicated(client_pointer self, const routing_key& key) {
-  return key.kind == key_kind::chat && self->state.replicas > 1
-         && self->state.map.size() > 1;
+  return (key.kind == key_kind::chat || key.kind == key_kind::session)
+         && self->state.replicas > 1 && self->state.map.size() > 1;
 }
 
 /// Whether node `index` is not passed over for a recent failure.
@@ -674,6 +674,21 @@ caf::result<Output> route(output<Output>, client_pointer, digest_atom,
   return make_error(errc::not_permitted,
                     "replicas compare their secrets node to node, not "
                     "through a cluster client");
+}
+
+template <class Verb>
+constexpr bool is_session_replica_verb
+  = std::is_same_v<Verb, prepare_atom> || std::is_same_v<Verb, claim_atom>
+    || std::is_same_v<Verb, write_atom> || std::is_same_v<Verb, install_atom>
+    || std::is_same_v<Verb, image_atom> || std::is_same_v<Verb, version_atom>;
+
+/// Replicas of sessions talk node to node, never through a client.
+template <class Output, class Verb, class... Args>
+std::enable_if_t<is_session_replica_verb<Verb>, caf::result<Output>>
+route(output<Output>, client_pointer, replica_atom, Verb, Args&...) {
+  return make_error(errc::not_permitted,
+                    "replicas of sessions talk node to node, not through a "
+                    "cluster client");
 }
 
 /// The handler of one request of `node_actor`.

@@ -15,6 +15,7 @@
 #include <coalesce/messages/secret_sync_interface.hpp>
 #include <coalesce/messages/service_descriptor.hpp>
 #include <coalesce/messages/session_persister_interface.hpp>
+#include <coalesce/messages/session_replica_interface.hpp>
 #include <coalesce/messages/timeline_interface.hpp>
 
 /// What a node shows the world: the services it hosts, each named here once,
@@ -166,13 +167,14 @@ struct composed_requests {
 
 /// The interface of the one actor a node publishes (its gateway, see
 /// coalesce/actors/node_gateway.hpp): every service's requests, plus the
-/// node's own stats and shutdown, and the replicas' repair.
+/// node's own stats and shutdown, the replicas' repair of secrets and the
+/// sessions' replica requests.
 using node_actor = typename all_services::apply<composed_requests>::type::
   template extend<caf::replies_to<stats_atom>::with<node_stats>,
                   /// Accepted only from the node itself: refuse later
                   /// requests.
                   caf::replies_to<shutdown_atom>::with<ok_atom>>::
-    template extend_with<secret_sync_requests>;
+    template extend_with<secret_sync_requests, session_replica_requests>;
 
 /// Whether a shutting-down node still serves `Service`'s requests with verb
 /// `Atom` (its descriptor's `served_while_shutting_down`: work already
@@ -202,6 +204,10 @@ void for_each_message_type(F&& f) {
   f(message_type<node_stats>{"coalesce.node_stats"});
   f(message_type<secret_digest>{"coalesce.secret_digest"});
   f(message_type<secret_buckets>{"coalesce.secret_buckets"});
+  f(message_type<session_version>{"coalesce.session_version"});
+  f(message_type<session_delta>{"coalesce.session_delta"});
+  f(message_type<session_image>{"coalesce.session_image"});
+  f(message_type<replica_answer>{"coalesce.replica_answer"});
 }
 
 } // namespace coalesce

@@ -71,10 +71,12 @@ foreign_owner_fn cluster_options::foreign_owner(const std::string& host,
   auto self = index_of(host, port);
   auto copies = replicates_secrets() ? replicas : std::size_t{1};
   return [nodes = std::move(nodes), self, copies](const routing_key& key) {
-    // A chat's secrets are kept on its replicas, every other key on its
-    // owner alone.
-    auto kept_by = nodes.replica_indices(
-      key, key.kind == key_kind::chat ? copies : std::size_t{1});
+    // A chat's secrets and a session are kept on their replicas, a room
+    // on its owner alone.
+    auto replicated
+      = key.kind == key_kind::chat || key.kind == key_kind::session;
+    auto kept_by
+      = nodes.replica_indices(key, replicated ? copies : std::size_t{1});
     if (std::find(kept_by.begin(), kept_by.end(), self) != kept_by.end())
       return std::string{};
     std::string names;

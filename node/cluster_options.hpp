@@ -59,6 +59,11 @@ struct cluster_options {
     return cluster.size() > 1 && replicas > 1;
   }
 
+  /// Whether a session is kept on several nodes (as secrets are).
+  bool replicates_sessions() const {
+    return replicates_secrets();
+  }
+
   peer_watch_settings watch_settings() const;
 
   /// How long a peer may take for one step of an anti-entropy exchange (it

@@ -17,6 +17,8 @@
 #include <coalesce/node/secret_replicas.hpp>
 #include <coalesce/node/secret_sync.hpp>
 #include <coalesce/node/services.hpp>
+#include <coalesce/node/session_persister_service.hpp>
+#include <coalesce/node/session_replicas.hpp>
 #include <coalesce/storage/secret_store.hpp>
 
 namespace coalesce {
@@ -126,9 +128,22 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
        catch_up, *empty, counters});
     handles.secret_buffer = caf::actor_cast<secret_buffer_requests>(replicas);
   }
+  replicated_sessions sessions;
+  if (settings.cluster.replicates_sessions()) {
+    std::vector<session_replica_io_actor> io;
+    for (const auto& x : local.service<session_persister_service>().actors().io)
+      io.push_back(caf::actor_cast<session_replica_io_actor>(x));
+    sessions = start_replicated_sessions(
+      sys, io,
+      {cluster, self_index, settings.cluster.replicas,
+       settings.cluster.peer_timeout, counters},
+      settings.services.session_persister);
+    handles.session_persister = sessions.persister;
+  }
   auto gateway = spawn_node_gateway(
     sys, handles, settings.cluster.foreign_owner(settings.host, settings.port),
-    counters, caf::actor_cast<secret_sync_requests>(repair));
+    counters, caf::actor_cast<secret_sync_requests>(repair),
+    sessions.endpoint);
   auto tls = sys.has_openssl_manager();
   auto port = publish_gateway(sys, gateway, settings);
   if (!port) {
@@ -136,6 +151,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                      "{}",
                      settings.host, settings.port, sys.render(port.error()));
     stop_gateway(sys, gateway);
+    sessions.stop(sys, settings.shutdown_timeout);
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;
   }
@@ -147,6 +163,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     spdlog::critical("{}", sys.render(metrics.error()));
     unpublish_gateway(sys, gateway, *port);
     stop_gateway(sys, gateway);
+    sessions.stop(sys, settings.shutdown_timeout);
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;
   }
@@ -159,6 +176,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   if (replicas)
     subscribers = {caf::actor_cast<caf::actor>(replicas),
                    caf::actor_cast<caf::actor>(repair)};
+  for (const auto& x : sessions.subscribers())
+    subscribers.push_back(x);
   caf::actor watch;
   if (clustered)
     watch = spawn_peer_watch(sys, cluster, self_index,
@@ -188,10 +207,15 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     caf::scoped_actor self{sys};
     self->wait_for(repair);
   }
-  auto left = std::chrono::duration_cast<caf::timespan>(
-    deadline - std::chrono::steady_clock::now());
-  auto written = local.stop(std::max<caf::timespan>(
-    left, std::chrono::milliseconds{1}));
+  auto left = [&] {
+    return std::max<caf::timespan>(
+      std::chrono::duration_cast<caf::timespan>(
+        deadline - std::chrono::steady_clock::now()),
+      std::chrono::milliseconds{1});
+  };
+  // Before the services: its writes go through their I/O actors.
+  auto sessions_written = sessions.stop(sys, left());
+  auto written = local.stop(left()) && sessions_written;
   unpublish_gateway(sys, gateway, *port);
   stop_gateway(sys, gateway);
   if (replicas)

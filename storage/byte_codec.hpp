@@ -97,6 +97,11 @@ public:
     return pos_ == bytes_.size();
   }
 
+  /// How many bytes were read so far.
+  std::size_t position() const {
+    return pos_;
+  }
+
 private:
   std::string_view bytes_;
   std::size_t pos_ = 0;

@@ -19,6 +19,8 @@ namespace {
 
 constexpr uint8_t blob_format = 1;
 constexpr uint8_t tombstone_format = 2;
+/// A replica's value: its version, then the blob (replica_value below).
+constexpr uint8_t replica_format = 3;
 constexpr uint8_t update_format = 1;
 /// A blob value starts with its format byte and its generation.
 constexpr std::size_t head_size = 1 + 8;
@@ -55,16 +57,40 @@ std::string encode_tombstone(uint64_t generation) {
 /// A stored blob value or tombstone, decoded.
 struct stored_head {
   bool tombstone = false;
+  /// Format 3 without content: a claim or promise only, no session.
+  bool empty = false;
   uint64_t generation = 0;
+  /// Where the blob starts in the value.
+  std::size_t blob_offset = head_size;
+  /// What a replica holds (formats 1 and 2: version (0, 0)).
+  session_version version;
 };
 
 bool decode_head(std::string_view value, stored_head& head) {
   bytes::reader in{value};
   uint8_t format = 0;
-  if (!in.u8(format) || (format != blob_format && format != tombstone_format)
+  if (!in.u8(format))
+    return false;
+  if (format == replica_format) {
+    auto& v = head.version;
+    if (!in.u64_be(v.generation) || !in.u64_be(v.promised)
+        || !in.u64_be(v.ballot) || !in.u64_be(v.seq) || !in.u8(v.content)
+        || v.content > static_cast<uint8_t>(session_content::deleted)
+        || !in.string(v.claimant))
+      return false;
+    head.generation = v.generation;
+    head.tombstone = v.content == static_cast<uint8_t>(session_content::deleted);
+    head.empty = v.content == static_cast<uint8_t>(session_content::none);
+    head.blob_offset = in.position();
+    return head.tombstone || head.empty ? in.at_end() : true;
+  }
+  if ((format != blob_format && format != tombstone_format)
       || !in.u64_be(head.generation))
     return false;
   head.tombstone = format == tombstone_format;
+  head.version.generation = head.generation;
+  head.version.content = static_cast<uint8_t>(
+    head.tombstone ? session_content::deleted : session_content::blob);
   return !head.tombstone || in.at_end();
 }
 
@@ -183,21 +209,32 @@ caf::error stale(const session_write& write, uint64_t stored) {
                       + std::to_string(stored));
 }
 
+/// Puts `updates` and deletes `removed` of `session` in `batch`, after
+/// `status` (returned as is when it failed).
+rocksdb::Status add_rows(database::impl& state, rocksdb::WriteBatch& batch,
+                         const std::string& session,
+                         const std::vector<session_update>& updates,
+                         const std::vector<std::string>& removed,
+                         rocksdb::Status status) {
+  auto family = state.handle(family::session_updates);
+  for (const auto& update : updates)
+    if (status.ok())
+      status = batch.Put(family, update_key(session, update.id),
+                         encode_update(update));
+  // After the puts: a row written and removed by one write ends removed.
+  for (const auto& id : removed)
+    if (status.ok())
+      status = batch.Delete(family, update_key(session, id));
+  return status;
+}
+
 rocksdb::Status add_to_batch(database::impl& state, rocksdb::WriteBatch& batch,
                              const session_write& write, uint64_t generation) {
-  auto updates = state.handle(family::session_updates);
   auto status = batch.Put(state.handle(family::sessions),
                           session_key_prefix(write.session),
                           encode_blob(write, generation));
-  for (const auto& update : write.updates)
-    if (status.ok())
-      status = batch.Put(updates, update_key(write.session, update.id),
-                         encode_update(update));
-  // After the puts: a row written and removed by one write ends removed.
-  for (const auto& id : write.removed)
-    if (status.ok())
-      status = batch.Delete(updates, update_key(write.session, id));
-  return status;
+  return add_rows(state, batch, write.session, write.updates, write.removed,
+                  status);
 }
 
 } // namespace
@@ -313,13 +350,45 @@ caf::expected<bool> purge_tombstone(database& db, const std::string& session,
     });
 }
 
+namespace {
+
+/// Every update row of `session`, by timestamp, then id.
+caf::error load_rows(database::impl& state, const std::string& session,
+                     std::vector<session_update>& rows) {
+  auto prefix = session_key_prefix(session);
+  auto end = prefix_end(prefix);
+  rocksdb::Slice upper{end};
+  rocksdb::ReadOptions options;
+  options.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it{
+    state.db->NewIterator(options, state.handle(family::session_updates))};
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    session_update update;
+    auto key = it->key();
+    update.id.assign(key.data() + prefix.size(), key.size() - prefix.size());
+    if (!decode_update({it->value().data(), it->value().size()}, update))
+      return make_error(errc::corrupt_record, "undecodable update row "
+                                                + update.id + " of session "
+                                                + session);
+    rows.push_back(std::move(update));
+  }
+  if (auto err = to_error(it->status(), "scanning the session's updates"))
+    return err;
+  std::sort(rows.begin(), rows.end(),
+            [](const session_update& x, const session_update& y) {
+              return std::tie(x.timestamp, x.id) < std::tie(y.timestamp, y.id);
+            });
+  return caf::none;
+}
+
+} // namespace
+
 caf::expected<session_record> load_session(database& db,
                                            const std::string& session) {
   using result_type = caf::expected<session_record>;
   if (auto what = invalid_session_id(session); !what.empty())
     return make_error(errc::invalid_request, std::move(what));
   return with_open_database(db, [&](database::impl& state) -> result_type {
-    auto prefix = session_key_prefix(session);
     std::string value;
     stored_head head;
     auto found = read_stored(state, session, value, head);
@@ -329,30 +398,12 @@ caf::expected<session_record> load_session(database& db,
       return make_error(errc::not_found, "no session " + session);
     if (head.tombstone)
       return make_error(errc::not_found, "session " + session + " was deleted");
+    if (head.empty)
+      return make_error(errc::not_found, "no session " + session);
     session_record record;
-    record.blob.assign(value, head_size, std::string::npos);
-    auto end = prefix_end(prefix);
-    rocksdb::Slice upper{end};
-    rocksdb::ReadOptions options;
-    options.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::Iterator> it{
-      state.db->NewIterator(options, state.handle(family::session_updates))};
-    for (it->Seek(prefix); it->Valid(); it->Next()) {
-      session_update update;
-      auto key = it->key();
-      update.id.assign(key.data() + prefix.size(), key.size() - prefix.size());
-      if (!decode_update({it->value().data(), it->value().size()}, update))
-        return make_error(errc::corrupt_record, "undecodable update row "
-                                                  + update.id + " of session "
-                                                  + session);
-      record.updates.push_back(std::move(update));
-    }
-    if (auto err = to_error(it->status(), "scanning the session's updates"))
+    record.blob.assign(value, head.blob_offset, std::string::npos);
+    if (auto err = load_rows(state, session, record.updates))
       return err;
-    std::sort(record.updates.begin(), record.updates.end(),
-              [](const session_update& x, const session_update& y) {
-                return std::tie(x.timestamp, x.id) < std::tie(y.timestamp, y.id);
-              });
     return record;
   });
 }
@@ -368,6 +419,306 @@ stored_generation(database& db, const std::string& session) {
         return generation{};
       return generation{head->generation};
     });
+}
+
+// -- replicas ------------------------------------------------------------------
+
+namespace {
+
+std::string encode_replica_value(const session_version& v,
+                                 const std::string& blob) {
+  std::string out;
+  out.reserve(1 + 4 * 8 + 1 + 4 + v.claimant.size() + blob.size());
+  out.push_back(static_cast<char>(replica_format));
+  bytes::put_u64_be(out, v.generation);
+  bytes::put_u64_be(out, v.promised);
+  bytes::put_u64_be(out, v.ballot);
+  bytes::put_u64_be(out, v.seq);
+  out.push_back(static_cast<char>(v.content));
+  bytes::put_string(out, v.claimant);
+  if (v.content == static_cast<uint8_t>(session_content::blob))
+    out += blob;
+  return out;
+}
+
+/// What a replica holds of one session: its version and its blob.
+struct replica_state {
+  session_version version;
+  std::string blob;
+};
+
+caf::expected<replica_state> read_replica(database::impl& state,
+                                          const std::string& session) {
+  std::string value;
+  stored_head head;
+  auto found = read_stored(state, session, value, head);
+  if (!found)
+    return std::move(found.error());
+  replica_state result;
+  if (!*found)
+    return result;
+  result.version = head.version;
+  if (!head.tombstone && !head.empty)
+    result.blob.assign(value, head.blob_offset, std::string::npos);
+  return result;
+}
+
+replica_answer answer(replica_outcome outcome, const session_version& v) {
+  return replica_answer{static_cast<uint8_t>(outcome), v};
+}
+
+/// Removes every update row of `session` in `batch`.
+rocksdb::Status clear_rows(database::impl& state, rocksdb::WriteBatch& batch,
+                           const std::string& session) {
+  auto prefix = session_key_prefix(session);
+  return batch.DeleteRange(state.handle(family::session_updates), prefix,
+                           prefix_end(prefix));
+}
+
+/// `f(state, replica)` for a valid session id; `f` returns the answer and
+/// fills `batch`, written with `mode` when it holds anything.
+template <class F>
+caf::expected<replica_answer>
+change_replica(database& db, const std::string& session,
+               std::optional<durability> mode, F f) {
+  using result_type = caf::expected<replica_answer>;
+  if (auto what = invalid_session_id(session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  return with_open_database(db, [&](database::impl& state) -> result_type {
+    auto replica = read_replica(state, session);
+    if (!replica)
+      return std::move(replica.error());
+    rocksdb::WriteBatch batch;
+    auto result = f(state, *replica, batch);
+    if (!result || batch.Count() == 0)
+      return result;
+    if (auto err = to_error(state.write(mode, &batch),
+                            "writing the session replica"))
+      return err;
+    return result;
+  });
+}
+
+/// Checks a delta against what the replica holds (the stored version or an
+/// earlier delta of the same group); none when it applies.
+std::optional<replica_outcome> refusal(const session_delta& delta,
+                                       const session_version& v) {
+  if (delta.ballot < v.promised)
+    return replica_outcome::preempted;
+  if (!delta.erase && delta.generation < v.generation)
+    return replica_outcome::stale;
+  if (v.ballot != delta.base_ballot || v.seq != delta.base_seq)
+    return replica_outcome::out_of_sync;
+  return std::nullopt;
+}
+
+/// The version after `delta` applied on `v`.
+session_version applied(const session_delta& delta, session_version v) {
+  if (delta.generation > v.generation) {
+    // The claim of this generation did not reach this replica (it is on a
+    // majority, so a coordinator's prepare still finds it elsewhere).
+    v.generation = delta.generation;
+    v.claimant.clear();
+  }
+  v.promised = std::max(v.promised, delta.ballot);
+  v.ballot = delta.ballot;
+  v.seq = delta.base_seq + 1;
+  v.content = static_cast<uint8_t>(delta.erase ? session_content::deleted
+                                               : session_content::blob);
+  return v;
+}
+
+rocksdb::Status add_delta(database::impl& state, rocksdb::WriteBatch& batch,
+                          const session_delta& delta,
+                          const session_version& after) {
+  auto key = session_key_prefix(delta.session);
+  auto status = batch.Put(state.handle(family::sessions), key,
+                          encode_replica_value(after, delta.blob));
+  if (delta.erase) {
+    if (status.ok())
+      status = clear_rows(state, batch, delta.session);
+    return status;
+  }
+  return add_rows(state, batch, delta.session, delta.updates, delta.removed,
+                  status);
+}
+
+caf::error check_delta(const session_delta& delta) {
+  session_write write;
+  write.session = delta.session;
+  write.updates = delta.updates;
+  write.removed = delta.removed;
+  return check_write(write);
+}
+
+} // namespace
+
+caf::expected<replica_answer> replica_version(database& db,
+                                              const std::string& session) {
+  using result_type = caf::expected<replica_answer>;
+  if (auto what = invalid_session_id(session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  return with_open_database(db, [&](database::impl& state) -> result_type {
+    auto replica = read_replica(state, session);
+    if (!replica)
+      return std::move(replica.error());
+    return answer(replica_outcome::applied, replica->version);
+  });
+}
+
+caf::expected<replica_answer> replica_prepare(database& db,
+                                              const std::string& session,
+                                              uint64_t ballot,
+                                              std::optional<durability> mode) {
+  return change_replica(
+    db, session, mode,
+    [&](database::impl& state, replica_state& replica,
+        rocksdb::WriteBatch& batch) -> caf::expected<replica_answer> {
+      auto& v = replica.version;
+      if (ballot < v.promised)
+        return answer(replica_outcome::preempted, v);
+      if (ballot > v.promised) {
+        v.promised = ballot;
+        auto status = batch.Put(state.handle(family::sessions),
+                                session_key_prefix(session),
+                                encode_replica_value(v, replica.blob));
+        if (!status.ok())
+          return to_error(status, "building the promise");
+      }
+      return answer(replica_outcome::applied, v);
+    });
+}
+
+caf::expected<replica_answer>
+replica_claim(database& db, const std::string& session, uint64_t ballot,
+              uint64_t generation, const std::string& claimant,
+              std::optional<durability> mode) {
+  return change_replica(
+    db, session, mode,
+    [&](database::impl& state, replica_state& replica,
+        rocksdb::WriteBatch& batch) -> caf::expected<replica_answer> {
+      auto& v = replica.version;
+      if (ballot < v.promised)
+        return answer(replica_outcome::preempted, v);
+      if (generation < v.generation
+          || (generation == v.generation && !v.claimant.empty()
+              && v.claimant != claimant))
+        return answer(replica_outcome::stale, v);
+      if (generation == v.generation && v.claimant == claimant
+          && ballot == v.promised)
+        return answer(replica_outcome::applied, v); // a retry
+      v.generation = generation;
+      v.claimant = claimant;
+      v.promised = ballot;
+      auto status = batch.Put(state.handle(family::sessions),
+                              session_key_prefix(session),
+                              encode_replica_value(v, replica.blob));
+      if (!status.ok())
+        return to_error(status, "building the claim");
+      return answer(replica_outcome::applied, v);
+    });
+}
+
+replica_group_result
+replica_apply_group(database& db, const std::vector<session_delta>& deltas,
+                    std::optional<durability> mode) {
+  replica_group_result result;
+  result.answers.reserve(deltas.size());
+  // What each session holds once the batch lands, for a later delta of
+  // the same session in the group.
+  std::unordered_map<std::string, replica_state> in_group;
+  result.failure = with_open_database(db, [&](database::impl& state)
+                                            -> caf::error {
+    rocksdb::WriteBatch batch;
+    for (std::size_t i = 0; i < deltas.size(); ++i) {
+      const auto& delta = deltas[i];
+      if (auto err = check_delta(delta)) {
+        result.answers.emplace_back(std::move(err));
+        continue;
+      }
+      auto j = in_group.find(delta.session);
+      if (j == in_group.end()) {
+        auto replica = read_replica(state, delta.session);
+        if (!replica)
+          return std::move(replica.error());
+        j = in_group.emplace(delta.session, std::move(*replica)).first;
+      }
+      auto& current = j->second.version;
+      if (auto outcome = refusal(delta, current)) {
+        result.answers.emplace_back(answer(*outcome, current));
+        continue;
+      }
+      auto after = applied(delta, current);
+      if (auto status = add_delta(state, batch, delta, after); !status.ok())
+        return to_error(status, "building the replica batch");
+      current = after;
+      result.answers.emplace_back(answer(replica_outcome::applied, after));
+    }
+    if (batch.Count() == 0)
+      return caf::none;
+    result.written = true;
+    return to_error(state.write(mode, &batch), "writing the replica batch");
+  });
+  return result;
+}
+
+caf::expected<replica_answer> replica_install(database& db, uint64_t ballot,
+                                              const session_image& image,
+                                              std::optional<durability> mode) {
+  return change_replica(
+    db, image.session, mode,
+    [&](database::impl& state, replica_state& replica,
+        rocksdb::WriteBatch& batch) -> caf::expected<replica_answer> {
+      auto& v = replica.version;
+      if (ballot < v.promised)
+        return answer(replica_outcome::preempted, v);
+      const auto& x = image.version;
+      if (!newer_content(x, v))
+        return answer(replica_outcome::applied, v);
+      session_version after = v;
+      if (x.generation > v.generation
+          || (x.generation == v.generation && v.claimant.empty())) {
+        after.generation = x.generation;
+        after.claimant = x.claimant;
+      }
+      after.promised = std::max(v.promised, ballot);
+      after.ballot = x.ballot;
+      after.seq = x.seq;
+      after.content = x.content;
+      auto status = batch.Put(state.handle(family::sessions),
+                              session_key_prefix(image.session),
+                              encode_replica_value(after, image.record.blob));
+      if (status.ok())
+        status = clear_rows(state, batch, image.session);
+      if (x.content == static_cast<uint8_t>(session_content::blob))
+        status = add_rows(state, batch, image.session, image.record.updates,
+                          {}, status);
+      if (!status.ok())
+        return to_error(status, "building the install");
+      return answer(replica_outcome::applied, after);
+    });
+}
+
+caf::expected<session_image> replica_image(database& db,
+                                           const std::string& session) {
+  using result_type = caf::expected<session_image>;
+  if (auto what = invalid_session_id(session); !what.empty())
+    return make_error(errc::invalid_request, std::move(what));
+  return with_open_database(db, [&](database::impl& state) -> result_type {
+    auto replica = read_replica(state, session);
+    if (!replica)
+      return std::move(replica.error());
+    session_image image;
+    image.session = session;
+    image.version = replica->version;
+    if (image.version.content
+        == static_cast<uint8_t>(session_content::blob)) {
+      image.record.blob = std::move(replica->blob);
+      if (auto err = load_rows(state, session, image.record.updates))
+        return err;
+    }
+    return image;
+  });
 }
 
 } // namespace coalesce::storage

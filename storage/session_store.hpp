@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 
 #include <coalesce/messages/session.hpp>
+#include <coalesce/messages/session_replica_interface.hpp>
 #include <coalesce/storage/database.hpp>
 
 /// Sessions in RocksDB: each session's blob in the family "sessions", its
@@ -39,6 +40,14 @@
 /// the write of one session race if two threads write that session at
 /// once: callers serialise the writes of one session (the persister sends
 /// every write of a session through the same I/O actor).
+///
+/// Replicas (coalesce/messages/session_replica_interface.hpp says what a
+/// replica keeps and why): a replicated node's values have format 3, the
+/// generation floor and its claimant, the promised ballot, the content's
+/// version and kind (none: a claim or promise only, which `load_session`
+/// answers errc::not_found), then the blob. Every call reads formats 1 and
+/// 2 as version (0, 0). A replica's delete keeps its tombstone for good:
+/// without it a replica that missed the delete would win a read.
 ///
 /// Failures: a malformed request (an empty session id or one over 255
 /// bytes, an update with an empty id) is refused with errc::invalid_request
@@ -136,5 +145,54 @@ caf::expected<session_record> load_session(database& db,
 
 /// The key prefix of every key of `session` (tests and tools).
 std::string session_key_prefix(const std::string& session);
+
+// -- replicas ------------------------------------------------------------------
+
+/// What the replica holds of `session`, as an `applied` answer.
+caf::expected<replica_answer> replica_version(database& db,
+                                              const std::string& session);
+
+/// Promises `ballot` (stored when above the promised one); `preempted`
+/// when below it.
+caf::expected<replica_answer>
+replica_prepare(database& db, const std::string& session, uint64_t ballot,
+                std::optional<durability> mode = std::nullopt);
+
+/// Claims `generation` for `claimant` under `ballot`: `preempted` below the
+/// promised ballot, `stale` when the floor is higher or the same
+/// generation was claimed by another claimant; a repeated claim changes
+/// nothing.
+caf::expected<replica_answer>
+replica_claim(database& db, const std::string& session, uint64_t ballot,
+              uint64_t generation, const std::string& claimant,
+              std::optional<durability> mode = std::nullopt);
+
+/// What `replica_apply_group` did.
+struct replica_group_result {
+  /// Per delta, in order: how the replica took it (or why it was invalid).
+  std::vector<caf::expected<replica_answer>> answers;
+  /// Why the batch failed: then no delta of it applied, whatever `answers`
+  /// says.
+  caf::error failure;
+  bool written = false;
+};
+
+/// Group commit of deltas, each checked (ballot, generation, base
+/// version) against what the replica holds or an earlier delta of the same
+/// session in the group; the applied ones form one WriteBatch.
+replica_group_result
+replica_apply_group(database& db, const std::vector<session_delta>& deltas,
+                    std::optional<durability> mode = std::nullopt);
+
+/// Replaces the session with `image` when its content is newer than the
+/// replica's (raising the floor to the image's when higher); `preempted`
+/// when `ballot` is below the promised one.
+caf::expected<replica_answer>
+replica_install(database& db, uint64_t ballot, const session_image& image,
+                std::optional<durability> mode = std::nullopt);
+
+/// The whole session as the replica holds it.
+caf::expected<session_image> replica_image(database& db,
+                                           const std::string& session);
 
 } // namespace coalesce::storage

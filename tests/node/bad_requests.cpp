@@ -730,6 +730,23 @@ std::vector<bad_request> node_rows() {
                          secret_buckets{{0, 1, 4294967295u}});
             },
             errc::invalid_request, "keeps no replicas of secrets"),
+    // Nor of sessions: a coordinator's requests are refused.
+    refused("session prepare: asked of a node that keeps no replicas",
+            service::node,
+            [](scoped_actor& self, const node_actor& node) {
+              return ask(self, node, replica_atom::value,
+                         prepare_atom::value, std::string{"s"}, uint64_t{1});
+            },
+            errc::invalid_request, "keeps no replicas of sessions"),
+    refused("session delta: sent to a node that keeps no replicas",
+            service::node,
+            [](scoped_actor& self, const node_actor& node) {
+              session_delta delta;
+              delta.session = "s";
+              return ask(self, node, replica_atom::value, write_atom::value,
+                         delta);
+            },
+            errc::invalid_request, "keeps no replicas of sessions"),
   };
 }
 

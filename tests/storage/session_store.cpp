@@ -13,6 +13,7 @@
 #include <coalesce/storage/fault_injection.hpp>
 
 #include "error_codes.hpp"
+#include "session_fixtures.hpp"
 #include "temp_dir.hpp"
 
 using namespace coalesce;
@@ -20,19 +21,6 @@ using namespace coalesce::storage;
 using namespace coalesce::test;
 
 namespace {
-
-session_update row(const std::string& id, int64_t timestamp) {
-  return session_update{id, timestamp, "note", "payload of " + id};
-}
-
-std::vector<std::string> ids_of(const session_record& record) {
-  std::vector<std::string> result;
-  for (const auto& update : record.updates)
-    result.push_back(update.id);
-  return result;
-}
-
-using ids = std::vector<std::string>;
 
 struct store_fixture {
   temp_dir dir;

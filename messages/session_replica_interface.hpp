@@ -1,0 +1,163 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <coalesce/messages/atoms.hpp>
+#include <coalesce/messages/session.hpp>
+
+/// What a session's coordinator and the session's other replicas say to
+/// each other (coalesce/node/session_replicas.hpp): between nodes, never a
+/// client's. A node serves them through its gateway.
+///
+/// Each replica keeps, per session, beside its blob and rows:
+/// - the session's generation floor and who claimed it (`claim`): a write
+///   of a lower generation is refused;
+/// - the highest coordinator ballot it promised (`prepare`): a coordinator
+///   with a lower one is refused, so two coordinators of a session (one
+///   cut off, one its clients failed over to) never both get a majority;
+/// - the version of its content, (ballot, seq) of the write that made it:
+///   a write applies only on the version it was made on (`base_*`), so the
+///   replicas that acknowledged the same version hold the same rows, and a
+///   replica that missed writes is sent the whole session instead.
+namespace coalesce {
+
+/// A coordinator's first request of a session: promise it this ballot.
+using prepare_atom = caf::atom_constant<caf::atom("prepare")>;
+/// Claim a generation for a handle (a register).
+using claim_atom = caf::atom_constant<caf::atom("claim")>;
+/// Replace the replica's content with a whole session (a replica behind).
+using install_atom = caf::atom_constant<caf::atom("install")>;
+/// The whole session as a replica holds it.
+using image_atom = caf::atom_constant<caf::atom("image")>;
+/// What a replica holds of a session, changing nothing.
+using version_atom = caf::atom_constant<caf::atom("version")>;
+
+/// What a replica's content is.
+enum class session_content : uint8_t { none = 0, blob = 1, deleted = 2 };
+
+/// What a replica holds of a session.
+struct session_version {
+  /// The generation floor: writes of a lower one are refused.
+  uint64_t generation = 0;
+  /// Who claimed `generation` (a handle's address); empty when no claim
+  /// made it (a write without replicas, or nothing).
+  std::string claimant;
+  /// The highest coordinator ballot promised.
+  uint64_t promised = 0;
+  /// The version of the content: the ballot and sequence number of the
+  /// write that made it; (0, 0) for none or a write without replicas.
+  uint64_t ballot = 0;
+  uint64_t seq = 0;
+  uint8_t content = static_cast<uint8_t>(session_content::none);
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_version& x) {
+  return f(caf::meta::type_name("session_version"), x.generation, x.claimant,
+           x.promised, x.ballot, x.seq, x.content);
+}
+
+/// Whether `x`'s content is newer than `y`'s.
+inline bool newer_content(const session_version& x, const session_version& y) {
+  return x.ballot > y.ballot || (x.ballot == y.ballot && x.seq > y.seq);
+}
+
+inline bool same_content(const session_version& x, const session_version& y) {
+  return x.ballot == y.ballot && x.seq == y.seq;
+}
+
+/// One write (or delete) of a session as its coordinator sends it to each
+/// replica: applied only by a replica holding the base version, with a
+/// ballot it promised and a generation at or above its floor.
+struct session_delta {
+  std::string session;
+  /// The coordinator's ballot; the new version is (ballot, base_seq + 1).
+  uint64_t ballot = 0;
+  uint64_t base_ballot = 0;
+  uint64_t base_seq = 0;
+  uint64_t generation = 0;
+  /// A delete: every row goes, a tombstone stays (blob, rows ignored).
+  bool erase = false;
+  std::string blob;
+  std::vector<session_update> updates;
+  std::vector<std::string> removed;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_delta& x) {
+  return f(caf::meta::type_name("session_delta"), x.session, x.ballot,
+           x.base_ballot, x.base_seq, x.generation, x.erase, x.blob,
+           x.updates, x.removed);
+}
+
+/// A whole session as one replica holds it, to install on another.
+struct session_image {
+  std::string session;
+  session_version version;
+  /// The blob and every row (empty unless the content is a blob).
+  session_record record;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_image& x) {
+  return f(caf::meta::type_name("session_image"), x.session, x.version,
+           x.record);
+}
+
+/// How a replica took a request.
+enum class replica_outcome : uint8_t {
+  /// Done (or nothing to do: an install of content not newer).
+  applied = 0,
+  /// A delta whose base is not this replica's version: send the image.
+  out_of_sync = 1,
+  /// The sender's ballot is below the one promised: another coordinator
+  /// took the session over.
+  preempted = 2,
+  /// The generation is below the floor, or claimed by another handle.
+  stale = 3,
+};
+
+/// A replica's answer: how it took the request and what it holds after.
+struct replica_answer {
+  uint8_t outcome = 0;
+  session_version version;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_answer& x) {
+  return f(caf::meta::type_name("replica_answer"), x.outcome, x.version);
+}
+
+inline replica_outcome outcome_of(const replica_answer& x) {
+  return static_cast<replica_outcome>(x.outcome);
+}
+
+/// The requests a session's coordinator sends each of the session's
+/// replicas (its own node's among them).
+using session_replica_requests = caf::typed_actor<
+  /// Promise `ballot` (refused `preempted` below the one promised); answers
+  /// what the replica holds.
+  caf::replies_to<replica_atom, prepare_atom, std::string, uint64_t>::with<
+    replica_answer>,
+  /// Claim generation G for a claimant, under ballot B (session, B, G,
+  /// claimant): refused `stale` when the floor is above G or G was claimed
+  /// by another.
+  caf::replies_to<replica_atom, claim_atom, std::string, uint64_t, uint64_t,
+                  std::string>::with<replica_answer>,
+  caf::replies_to<replica_atom, write_atom, session_delta>::with<
+    replica_answer>,
+  /// Installs the image when its content is newer than the replica's
+  /// (under `ballot`, the sender's).
+  caf::replies_to<replica_atom, install_atom, uint64_t, session_image>::with<
+    replica_answer>,
+  caf::replies_to<replica_atom, image_atom, std::string>::with<session_image>,
+  caf::replies_to<replica_atom, version_atom, std::string>::with<
+    replica_answer>>;
+
+} // namespace coalesce

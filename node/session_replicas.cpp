@@ -1,0 +1,877 @@
+#include <coalesce/node/session_replicas.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/capture_stamp.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/messages/routing_key.hpp>
+
+namespace coalesce {
+
+namespace {
+
+/// What a coordinator knows of one session it prepared.
+struct coordination {
+  bool prepared = false;
+  /// The ballot the replicas promised it.
+  uint64_t ballot = 0;
+  /// The version of this replica's content, which every delta builds on.
+  session_version local;
+  /// The highest generation a majority showed, and its claimant.
+  uint64_t floor = 0;
+  std::string claimant;
+  /// Whether anything of the session is stored.
+  bool stored = false;
+  /// The highest ballot seen promised (the next one goes above it).
+  uint64_t seen = 0;
+};
+
+struct coordinator_state {
+  static inline const char* name = "session_coordinator";
+  session_replica_io_actor local;
+  session_replica_settings settings;
+  /// Each peer's gateway by its index in the cluster list; null while the
+  /// peer watch does not know it up.
+  std::vector<node_actor> peers;
+  std::vector<bool> failing;
+  std::unordered_map<std::string, coordination> sessions;
+  /// Calls of one session, the running one first.
+  std::unordered_map<std::string, std::deque<std::function<void()>>> queues;
+  /// How to answer each call under way, so that stopping answers it.
+  uint64_t last_call = 0;
+  std::unordered_map<uint64_t, std::function<void(const caf::error&)>> open;
+  /// Ballots: microseconds with this node's index in the low bits.
+  capture_clock ballots;
+};
+
+using coordinator_pointer
+  = session_coordinator_actor::stateful_pointer<coordinator_state>;
+
+/// Sessions a coordinator remembers at most; past it, it forgets the
+/// idle ones (a forgotten session is prepared again, which is safe).
+constexpr std::size_t max_remembered = 65536;
+
+// -- calls, one session at a time ----------------------------------------------
+
+/// Runs `call` once every earlier call of `session` finished; `call` gets
+/// what ends it.
+void in_turn(coordinator_pointer self, const std::string& session,
+             std::function<void(std::function<void()>)> call) {
+  auto& queue = self->state.queues[session];
+  auto finish = [self, session] {
+    auto& queues = self->state.queues;
+    auto i = queues.find(session);
+    if (i == queues.end())
+      return;
+    i->second.pop_front();
+    if (i->second.empty()) {
+      queues.erase(i);
+      return;
+    }
+    // Moved out, not copied (it may hold a whole blob); the empty
+    // function stays in front until its call finishes.
+    auto next = std::move(i->second.front());
+    next();
+  };
+  queue.push_back([call = std::move(call), finish]() mutable { call(finish); });
+  if (queue.size() == 1) {
+    auto first = std::move(queue.front());
+    first();
+  }
+}
+
+/// Opens a call answered through `promise`: the returned function answers
+/// it once (false when it was answered already); the coordinator's exit
+/// answers it errc::stopped_before_answer.
+template <class... Ts>
+auto open_call(coordinator_pointer self,
+               caf::typed_response_promise<Ts...> promise) {
+  auto id = ++self->state.last_call;
+  self->state.open.emplace(id, [promise](const caf::error& err) mutable {
+    promise.deliver(err);
+  });
+  return [self, id, promise](auto&&... xs) {
+    if (self->state.open.erase(id) == 0)
+      return false;
+    auto target = promise; // delivering needs a non-const promise
+    target.deliver(std::forward<decltype(xs)>(xs)...);
+    return true;
+  };
+}
+
+// -- talking to replicas ---------------------------------------------------------
+
+std::vector<std::size_t> replicas_of(coordinator_pointer self,
+                                     const std::string& session) {
+  const auto& settings = self->state.settings;
+  return settings.map.replica_indices(routing_key{key_kind::session, session},
+                                      settings.replicas);
+}
+
+std::string node_text(coordinator_pointer self, std::size_t node) {
+  return self->state.settings.map.nodes()[node].text();
+}
+
+std::string render_failure(coordinator_pointer self, const caf::error& err) {
+  if (err == caf::sec::request_timeout)
+    return "did not answer within "
+           + caf::deep_to_string(self->state.settings.timeout);
+  return "failed: " + self->system().render(err);
+}
+
+/// Sends `node` one replica request (`xs`): to the local I/O actor, or to
+/// the peer's gateway (connecting first when the peer watch knows none);
+/// then `answered(answer)` or `failed(why)`.
+template <class Answer, class Answered, class Failed, class... Ts>
+void ask(coordinator_pointer self, std::size_t node, Answered answered,
+         Failed failed, Ts... xs) {
+  auto& st = self->state;
+  if (node == st.settings.self) {
+    self->request(st.local, caf::infinite, replica_atom::value, xs...)
+      .then([answered](Answer& answer) mutable { answered(answer); },
+            [self, failed](caf::error& err) mutable {
+              failed(render_failure(self, err));
+            });
+    return;
+  }
+  ++st.settings.counters->replica_requests;
+  auto on_failure = [self, node, failed](const std::string& why) mutable {
+    ++self->state.settings.counters->replica_failures;
+    if (!self->state.failing[node]) {
+      self->state.failing[node] = true;
+      spdlog::warn("sessions: replica {} failed a request: {}",
+                   node_text(self, node), why);
+    }
+    failed(why);
+  };
+  const auto& where = st.settings.map.nodes()[node];
+  with_peer_gateway(
+    self, st.peers, node, where.host, where.port, st.settings.timeout,
+    [self, node, answered, on_failure, xs...](const node_actor& gateway) {
+      self->request(gateway, self->state.settings.timeout,
+                    replica_atom::value, xs...)
+        .then(
+          [self, node, answered](Answer& answer) mutable {
+            self->state.failing[node] = false;
+            answered(answer);
+          },
+          [self, on_failure](caf::error& err) mutable {
+            on_failure(render_failure(self, err));
+          });
+    },
+    on_failure);
+}
+
+/// The answers of one round to every replica of a session, decided once:
+/// `decide(true)` when `needed` succeeded, `decide(false)` when too few
+/// can.
+class tally {
+public:
+  tally(std::size_t replicas, std::function<void(bool)> decide)
+    : open_(replicas), needed_(replicas / 2 + 1), decide_(std::move(decide)) {
+    // nop
+  }
+
+  void succeeded() {
+    --open_;
+    if (++ok_ == needed_)
+      settle(true);
+  }
+
+  void failed(const std::string& where, const std::string& why) {
+    --open_;
+    failures_ += (failures_.empty() ? "" : "; ") + where + " " + why;
+    if (ok_ < needed_ && ok_ + open_ < needed_)
+      settle(false);
+  }
+
+  const std::string& failures() const {
+    return failures_;
+  }
+
+private:
+  void settle(bool ok) {
+    if (decided_)
+      return;
+    decided_ = true;
+    decide_(ok);
+  }
+
+  std::size_t open_;
+  std::size_t needed_;
+  std::size_t ok_ = 0;
+  bool decided_ = false;
+  std::string failures_;
+  std::function<void(bool)> decide_;
+};
+
+caf::error no_quorum(const std::string& session, const tally& votes) {
+  return make_error(errc::no_quorum,
+                    "session " + session
+                      + ": no majority of its replicas; failed replicas: "
+                      + votes.failures());
+}
+
+/// A ballot above every one seen for the session.
+uint64_t next_ballot(coordinator_pointer self, const coordination& c) {
+  auto& st = self->state;
+  auto above_seen = (((c.seen >> capture_clock::source_bits) + 1)
+                     << capture_clock::source_bits)
+                    | st.settings.self;
+  return std::max(st.ballots.next(st.settings.self), above_seen);
+}
+
+coordination& coordination_of(coordinator_pointer self,
+                              const std::string& session) {
+  auto& sessions = self->state.sessions;
+  if (sessions.size() >= max_remembered && sessions.count(session) == 0) {
+    for (auto i = sessions.begin(); i != sessions.end();)
+      if (self->state.queues.count(i->first) == 0)
+        i = sessions.erase(i);
+      else
+        ++i;
+  }
+  return sessions[session];
+}
+
+// -- prepare ---------------------------------------------------------------------
+
+/// The newest content a round showed and where it is.
+struct round_view {
+  std::vector<std::optional<replica_answer>> answers;
+  std::vector<std::size_t> nodes;
+
+  /// The index in `nodes` of a replica with the newest content.
+  std::optional<std::size_t> newest() const {
+    std::optional<std::size_t> best;
+    for (std::size_t i = 0; i < answers.size(); ++i)
+      if (answers[i]
+          && (!best
+              || newer_content(answers[i]->version,
+                               answers[*best]->version)))
+        best = i;
+    return best;
+  }
+};
+
+/// Makes this replica hold `from`'s content (fetching its image), under
+/// `ballot`; `done(error)`.
+void pull_image(coordinator_pointer self, const std::string& session,
+                std::size_t from, uint64_t ballot,
+                std::function<void(caf::error)> done) {
+  ask<session_image>(
+    self, from,
+    [self, ballot, done](session_image& image) {
+      self
+        ->request(self->state.local, caf::infinite, replica_atom::value,
+                  install_atom::value, ballot, image)
+        .then(
+          [done](replica_answer& answer) {
+            if (outcome_of(answer) == replica_outcome::applied)
+              done(caf::none);
+            else
+              done(make_error(errc::no_quorum,
+                              "this replica took no newer content"));
+          },
+          [done](caf::error& err) { done(std::move(err)); });
+    },
+    [self, session, done](const std::string& why) {
+      done(make_error(errc::no_quorum, "session " + session
+                                         + ": the replica with its newest "
+                                           "content "
+                                         + why));
+    },
+    image_atom::value, session);
+}
+
+/// Prepares `session` unless it is prepared (or `again`): promises a new
+/// ballot at a majority and brings this replica up to the newest content
+/// they show. `done(error)`. A majority that promised a higher ballot
+/// makes it try once more above that one.
+void prepare(coordinator_pointer self, const std::string& session,
+             bool again, std::function<void(caf::error)> done,
+             int attempts_left = 2) {
+  auto& c = coordination_of(self, session);
+  if (c.prepared && !again) {
+    done(caf::none);
+    return;
+  }
+  c.prepared = false;
+  auto ballot = next_ballot(self, c);
+  auto nodes = replicas_of(self, session);
+  auto view = std::make_shared<round_view>();
+  view->nodes = nodes;
+  view->answers.resize(nodes.size());
+  auto preempted = std::make_shared<bool>(false);
+  auto votes = std::make_shared<std::unique_ptr<tally>>();
+  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+    if (!ok) {
+      if (*preempted && attempts_left > 0) {
+        prepare(self, session, true, done, attempts_left - 1);
+        return;
+      }
+      done(no_quorum(session, **votes));
+      return;
+    }
+    auto best = *view->newest();
+    const auto& newest = view->answers[best]->version;
+    auto& c = coordination_of(self, session);
+    c.floor = 0;
+    c.claimant.clear();
+    c.stored = false;
+    for (const auto& answer : view->answers) {
+      if (!answer)
+        continue;
+      const auto& v = answer->version;
+      if (v.generation > c.floor
+          || (v.generation == c.floor && c.claimant.empty()))
+        c.floor = v.generation, c.claimant = v.claimant;
+      c.stored = c.stored || v.generation > 0 || !v.claimant.empty()
+                 || v.content != static_cast<uint8_t>(session_content::none);
+    }
+    auto self_at = std::find(nodes.begin(), nodes.end(),
+                             self->state.settings.self)
+                   - nodes.begin();
+    auto finish = [=](caf::error err) {
+      if (err) {
+        // This replica stays behind (its disk may be failing): deltas on
+        // the newest version still reach a majority through the others,
+        // and it answers them `out_of_sync` until a later prepare.
+        spdlog::warn("sessions: this replica could not take the newest "
+                     "content of session {}: {}",
+                     session, self->system().render(err));
+      }
+      auto& c = coordination_of(self, session);
+      c.prepared = true;
+      c.ballot = ballot;
+      c.local = newest;
+      done(caf::none);
+    };
+    const auto& mine = view->answers[self_at];
+    if (mine && same_content(mine->version, newest)) {
+      finish(caf::none);
+      return;
+    }
+    pull_image(self, session, nodes[best], ballot, finish);
+  });
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    ask<replica_answer>(
+      self, nodes[i],
+      [=](replica_answer& answer) {
+        auto& c = coordination_of(self, session);
+        c.seen = std::max(c.seen, answer.version.promised);
+        if (outcome_of(answer) == replica_outcome::applied) {
+          view->answers[i] = answer;
+          (*votes)->succeeded();
+        } else {
+          *preempted = true;
+          (*votes)->failed(node_text(self, nodes[i]),
+                           "promised a newer coordinator");
+        }
+      },
+      [=](const std::string& why) {
+        (*votes)->failed(node_text(self, nodes[i]), why);
+      },
+      prepare_atom::value, session, ballot);
+}
+
+// -- writes ----------------------------------------------------------------------
+
+/// Sends `delta` to every replica of its session and calls `done` once a
+/// majority applied it (the behind ones get the image), or with the error.
+void replicate_delta(coordinator_pointer self, session_delta delta,
+                     std::function<void(caf::error)> done) {
+  const auto& session = delta.session;
+  auto nodes = replicas_of(self, session);
+  session_version target;
+  target.ballot = delta.ballot;
+  target.seq = delta.base_seq + 1;
+  auto stale = std::make_shared<bool>(false);
+  auto preempted = std::make_shared<bool>(false);
+  auto local_applied = std::make_shared<bool>(false);
+  auto votes = std::make_shared<std::unique_ptr<tally>>();
+  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+    auto& c = coordination_of(self, session);
+    if (ok && *local_applied) {
+      c.local.ballot = target.ballot;
+      c.local.seq = target.seq;
+      c.local.content = static_cast<uint8_t>(
+        delta.erase ? session_content::deleted : session_content::blob);
+      c.floor = std::max(c.floor, delta.generation);
+      c.stored = true;
+      done(caf::none);
+      return;
+    }
+    // Whatever happened, what this replica holds is known no more.
+    c.prepared = false;
+    if (ok) {
+      done(caf::none);
+      return;
+    }
+    if (*stale)
+      done(make_error(errc::stale_generation,
+                      "session " + session + ": generation "
+                        + std::to_string(delta.generation)
+                        + " was superseded on a majority of its replicas"));
+    else
+      done(no_quorum(session, **votes));
+  });
+  auto self_index = self->state.settings.self;
+  for (auto node : nodes) {
+    auto failed = [=](const std::string& why) {
+      (*votes)->failed(node_text(self, node), why);
+    };
+    auto took = [=](const replica_answer& answer) {
+      if (outcome_of(answer) == replica_outcome::applied
+          && same_content(answer.version, target)) {
+        if (node == self_index)
+          *local_applied = true;
+        (*votes)->succeeded();
+        return true;
+      }
+      return false;
+    };
+    ask<replica_answer>(
+      self, node,
+      [=](replica_answer& answer) {
+        if (took(answer))
+          return;
+        switch (outcome_of(answer)) {
+          case replica_outcome::out_of_sync:
+            if (node == self_index) {
+              failed("is behind its own coordinator");
+              return;
+            }
+            // This replica missed writes: send it the whole session as
+            // this one holds it after the delta.
+            self
+              ->request(self->state.local, caf::infinite, replica_atom::value,
+                        image_atom::value, session)
+              .then(
+                [=](session_image& image) {
+                  if (!same_content(image.version, target)) {
+                    failed("is behind, and this replica did not apply the "
+                           "write");
+                    return;
+                  }
+                  ask<replica_answer>(
+                    self, node,
+                    [=](replica_answer& installed) {
+                      if (!took(installed))
+                        failed("refused the whole session");
+                    },
+                    failed, install_atom::value, delta.ballot, image);
+                },
+                [=](caf::error& err) {
+                  failed("could not be sent the session: "
+                         + self->system().render(err));
+                });
+            return;
+          case replica_outcome::preempted:
+            *preempted = true;
+            failed("promised a newer coordinator");
+            return;
+          case replica_outcome::stale:
+            *stale = true;
+            failed("holds a newer generation");
+            return;
+          default:
+            failed("answered what no replica answers");
+        }
+      },
+      failed, write_atom::value, delta);
+  }
+}
+
+/// A write or delete of the persister: prepared, then a delta on this
+/// replica's version (of the generation a majority shows when
+/// `from_storage`).
+void write_call(coordinator_pointer self, session_delta delta,
+                bool from_storage, std::function<void(caf::error)> done) {
+  auto session = delta.session;
+  prepare(self, session, false,
+          [self, delta = std::move(delta), from_storage,
+           done](caf::error err) mutable {
+            if (err) {
+              done(std::move(err));
+              return;
+            }
+            const auto& c = coordination_of(self, delta.session);
+            if (from_storage)
+              delta.generation = c.floor;
+            delta.ballot = c.ballot;
+            delta.base_ballot = c.local.ballot;
+            delta.base_seq = c.local.seq;
+            replicate_delta(self, std::move(delta), done);
+          });
+}
+
+/// Answers through `answer` (an open call) the outcome `err`, `ok` when
+/// none.
+template <class Answer>
+auto ok_or(Answer answer) {
+  return [answer](caf::error err) mutable {
+    if (err)
+      answer(std::move(err));
+    else
+      answer(ok_atom::value);
+  };
+}
+
+// -- reads and claims -----------------------------------------------------------
+
+/// `load`: the newest content a majority shows.
+void load_call(coordinator_pointer self, const std::string& session,
+               std::function<void(caf::expected<session_record>)> done) {
+  auto nodes = replicas_of(self, session);
+  auto view = std::make_shared<round_view>();
+  view->nodes = nodes;
+  view->answers.resize(nodes.size());
+  auto votes = std::make_shared<std::unique_ptr<tally>>();
+  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+    if (!ok) {
+      done(no_quorum(session, **votes));
+      return;
+    }
+    auto best = *view->newest();
+    const auto& newest = view->answers[best]->version;
+    if (newest.content != static_cast<uint8_t>(session_content::blob)) {
+      done(make_error(errc::not_found,
+                      newest.content
+                          == static_cast<uint8_t>(session_content::deleted)
+                        ? "session " + session + " was deleted"
+                        : "no session " + session));
+      return;
+    }
+    ask<session_image>(
+      self, nodes[best],
+      [=](session_image& image) {
+        if (!same_content(image.version, newest)) {
+          done(make_error(errc::no_quorum,
+                          "session " + session
+                            + ": its newest replica changed while read"));
+          return;
+        }
+        done(std::move(image.record));
+      },
+      [=](const std::string& why) {
+        done(make_error(errc::no_quorum,
+                        "session " + session + ": the replica with its "
+                          "newest content " + why));
+      },
+      image_atom::value, session);
+  });
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    ask<replica_answer>(
+      self, nodes[i],
+      [=](replica_answer& answer) {
+        view->answers[i] = answer;
+        (*votes)->succeeded();
+      },
+      [=](const std::string& why) {
+        (*votes)->failed(node_text(self, nodes[i]), why);
+      },
+      version_atom::value, session);
+}
+
+/// `claim`: the generation at a majority for `claimant`.
+void claim_call(coordinator_pointer self, const std::string& session,
+                uint64_t generation, const std::string& claimant,
+                std::function<void(caf::error)> done) {
+  prepare(self, session, false, [=](caf::error err) {
+    if (err) {
+      done(std::move(err));
+      return;
+    }
+    auto nodes = replicas_of(self, session);
+    auto ballot = coordination_of(self, session).ballot;
+    auto stale = std::make_shared<bool>(false);
+    auto votes = std::make_shared<std::unique_ptr<tally>>();
+    *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+      auto& c = coordination_of(self, session);
+      if (ok) {
+        c.floor = std::max(c.floor, generation);
+        c.claimant = claimant;
+        c.stored = true;
+        done(caf::none);
+        return;
+      }
+      c.prepared = false;
+      if (*stale)
+        done(make_error(errc::stale_generation,
+                        "session " + session + ": generation "
+                          + std::to_string(generation)
+                          + " is taken on a majority of its replicas"));
+      else
+        done(no_quorum(session, **votes));
+    });
+    for (auto node : nodes)
+      ask<replica_answer>(
+        self, node,
+        [=](replica_answer& answer) {
+          switch (outcome_of(answer)) {
+            case replica_outcome::applied:
+              (*votes)->succeeded();
+              return;
+            case replica_outcome::stale:
+              *stale = true;
+              (*votes)->failed(node_text(self, node),
+                               "holds a newer generation");
+              return;
+            default:
+              (*votes)->failed(node_text(self, node),
+                               "promised a newer coordinator");
+          }
+        },
+        [=](const std::string& why) {
+          (*votes)->failed(node_text(self, node), why);
+        },
+        claim_atom::value, session, ballot, generation, claimant);
+  });
+}
+
+session_coordinator_actor::behavior_type
+session_coordinator(coordinator_pointer self, session_replica_io_actor local,
+                    session_replica_settings settings) {
+  auto& st = self->state;
+  st.local = std::move(local);
+  st.peers.resize(settings.map.size());
+  st.failing.resize(settings.map.size(), false);
+  st.settings = std::move(settings);
+  // An exit answers every call still open: CAF 0.17 drops a parked
+  // promise silently.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    auto open = std::move(self->state.open);
+    self->state.open.clear();
+    for (auto& [id, fail] : open)
+      fail(make_error(errc::stopped_before_answer,
+                      "the session coordinator stopped"));
+    self->quit(msg.reason);
+  });
+  return {
+    [self](write_atom, storage::session_write& write) {
+      auto promise = self->make_response_promise<ok_atom>();
+      auto answer = open_call(self, promise);
+      auto session = write.session;
+      in_turn(self, session, [self, write = std::move(write),
+                              answer](std::function<void()> finish) mutable {
+        session_delta delta;
+        delta.session = write.session;
+        delta.blob = std::move(write.blob);
+        delta.updates = std::move(write.updates);
+        delta.removed = std::move(write.removed);
+        delta.generation = write.generation;
+        write_call(self, std::move(delta), write.generation_from_storage,
+                   [answer, finish](caf::error err) mutable {
+                     ok_or(answer)(std::move(err));
+                     finish();
+                   });
+      });
+      return promise;
+    },
+    [self](erase_atom, const std::string& session, uint64_t generation,
+           bool) {
+      auto promise = self->make_response_promise<ok_atom>();
+      auto answer = open_call(self, promise);
+      in_turn(self, session, [=](std::function<void()> finish) {
+        session_delta delta;
+        delta.session = session;
+        delta.generation = generation;
+        delta.erase = true; // replicas keep every tombstone
+        write_call(self, std::move(delta), false,
+                   [answer, finish](caf::error err) mutable {
+          ok_or(answer)(std::move(err));
+          finish();
+        });
+      });
+      return promise;
+    },
+    [](purge_atom, const std::string&, uint64_t) {
+      // Replicas keep tombstones: see the header.
+    },
+    [self](load_atom, const std::string& session) {
+      auto promise = self->make_response_promise<session_record>();
+      auto answer = open_call(self, promise);
+      in_turn(self, session, [=](std::function<void()> finish) {
+        load_call(self, session,
+                  [answer, finish](caf::expected<session_record> record) {
+                    if (record)
+                      answer(std::move(*record));
+                    else
+                      answer(std::move(record.error()));
+                    finish();
+                  });
+      });
+      return promise;
+    },
+    [self](stored_generation_atom, const std::string& session) {
+      auto promise
+        = self->make_response_promise<bool, uint64_t, std::string>();
+      auto answer = open_call(self, promise);
+      in_turn(self, session, [=](std::function<void()> finish) {
+        prepare(self, session, true, [=](caf::error err) {
+          if (err) {
+            answer(std::move(err));
+          } else {
+            const auto& c = coordination_of(self, session);
+            answer(c.stored, c.floor, c.claimant);
+          }
+          finish();
+        });
+      });
+      return promise;
+    },
+    [self](claim_atom, const std::string& session, uint64_t generation,
+           const std::string& claimant) {
+      auto promise = self->make_response_promise<ok_atom>();
+      auto answer = open_call(self, promise);
+      in_turn(self, session, [=](std::function<void()> finish) {
+        claim_call(self, session, generation, claimant,
+                   [answer, finish](caf::error err) {
+                     ok_or(answer)(std::move(err));
+                     finish();
+                   });
+      });
+      return promise;
+    },
+    [self](stats_atom) {
+      return self->delegate(self->state.local, stats_atom::value);
+    },
+    [self](peer_up_atom, uint64_t index, const node_actor& gateway) {
+      if (index < self->state.peers.size())
+        self->state.peers[index] = gateway;
+    },
+    [self](peer_down_atom, uint64_t index) {
+      if (index < self->state.peers.size())
+        self->state.peers[index] = nullptr;
+    },
+  };
+}
+
+// -- the endpoint ------------------------------------------------------------------
+
+session_replica_requests::behavior_type
+session_replica_endpoint(session_replica_requests::pointer self,
+                         std::vector<session_replica_io_actor> local) {
+  auto io_for = [local](const std::string& session) {
+    return local[std::hash<std::string>{}(session) % local.size()];
+  };
+  return {
+    [=](replica_atom atom, prepare_atom verb, std::string& session,
+        uint64_t ballot) {
+      auto io = io_for(session);
+      return self->delegate(io, atom, verb, std::move(session), ballot);
+    },
+    [=](replica_atom atom, claim_atom verb, std::string& session,
+        uint64_t ballot, uint64_t generation, std::string& claimant) {
+      auto io = io_for(session);
+      return self->delegate(io, atom, verb, std::move(session), ballot,
+                            generation, std::move(claimant));
+    },
+    [=](replica_atom atom, write_atom verb, session_delta& delta) {
+      auto io = io_for(delta.session);
+      return self->delegate(io, atom, verb, std::move(delta));
+    },
+    [=](replica_atom atom, install_atom verb, uint64_t ballot,
+        session_image& image) {
+      auto io = io_for(image.session);
+      return self->delegate(io, atom, verb, ballot, std::move(image));
+    },
+    [=](replica_atom atom, image_atom verb, std::string& session) {
+      auto io = io_for(session);
+      return self->delegate(io, atom, verb, std::move(session));
+    },
+    [=](replica_atom atom, version_atom verb, std::string& session) {
+      auto io = io_for(session);
+      return self->delegate(io, atom, verb, std::move(session));
+    },
+  };
+}
+
+} // namespace
+
+std::vector<session_coordinator_actor>
+spawn_session_coordinators(caf::actor_system& sys,
+                           const std::vector<session_replica_io_actor>& local,
+                           const session_replica_settings& settings) {
+  std::vector<session_coordinator_actor> result;
+  for (const auto& io : local)
+    result.push_back(sys.spawn(session_coordinator, io, settings));
+  return result;
+}
+
+session_replica_requests
+spawn_session_replica_endpoint(caf::actor_system& sys,
+                               std::vector<session_replica_io_actor> local) {
+  return sys.spawn(session_replica_endpoint, std::move(local));
+}
+
+std::vector<caf::actor> replicated_sessions::subscribers() const {
+  std::vector<caf::actor> result;
+  for (const auto& x : coordinators)
+    result.push_back(caf::actor_cast<caf::actor>(x));
+  return result;
+}
+
+bool replicated_sessions::stop(caf::actor_system& sys, caf::timespan limit) {
+  if (!persister)
+    return true;
+  caf::scoped_actor self{sys};
+  bool written = false;
+  self
+    ->request(persister, limit + std::chrono::seconds{1},
+              flush_all_atom::value, limit)
+    .receive(
+      [&](uint64_t unwritten) {
+        written = unwritten == 0;
+        if (!written)
+          spdlog::error("{} replicated sessions could not be written",
+                        unwritten);
+      },
+      [&](caf::error& err) {
+        spdlog::error("the replicated sessions' persister does not answer: "
+                      "{}",
+                      sys.render(err));
+      });
+  std::vector<caf::actor> actors{caf::actor_cast<caf::actor>(persister),
+                                 caf::actor_cast<caf::actor>(endpoint)};
+  for (const auto& x : coordinators)
+    actors.push_back(caf::actor_cast<caf::actor>(x));
+  for (const auto& x : actors)
+    caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
+  for (const auto& x : actors)
+    self->wait_for(x);
+  persister = session_persister_actor{};
+  return written;
+}
+
+replicated_sessions
+start_replicated_sessions(caf::actor_system& sys,
+                          const std::vector<session_replica_io_actor>& local,
+                          const session_replica_settings& settings,
+                          session_persister_options options) {
+  replicated_sessions result;
+  result.coordinators = spawn_session_coordinators(sys, local, settings);
+  result.endpoint = spawn_session_replica_endpoint(sys, local);
+  options.claim_generations = true;
+  result.persister = spawn_session_persister_over(
+    sys,
+    std::vector<session_io_actor>(result.coordinators.begin(),
+                                  result.coordinators.end()),
+    options);
+  return result;
+}
+
+} // namespace coalesce

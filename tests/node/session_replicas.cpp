@@ -1,0 +1,337 @@
+#define CAF_SUITE node.session_replicas
+#include <caf/test/unit_test.hpp>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/node/services.hpp>
+#include <coalesce/node/session_persister_service.hpp>
+#include <coalesce/node/session_replicas.hpp>
+#include <coalesce/storage/session_store.hpp>
+
+#include "error_codes.hpp"
+#include "session_fixtures.hpp"
+#include "temp_dir.hpp"
+#include "test_config.hpp"
+
+using namespace caf;
+using namespace coalesce;
+using namespace coalesce::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// One replica: real services over a database of its own, the endpoint of
+/// its replicas of sessions and the gateway peers reach it through.
+struct replica {
+  std::unique_ptr<local_services> services;
+  std::vector<session_replica_io_actor> io;
+  session_replica_requests endpoint;
+  node_actor gateway;
+};
+
+/// A peer that never answers (a stopped process).
+behavior silent_peer(event_based_actor* self) {
+  self->set_default_handler(skip);
+  return {[](unit_t) {}};
+}
+
+/// A session handle; persists carry their snapshots, so it is never asked.
+session_handle_actor::behavior_type idle_handle() {
+  return {[](snapshot_atom) { return std::string{"asked"}; }};
+}
+
+struct fixture {
+  temp_dir dir;
+  test_config cfg;
+  actor_system sys{cfg};
+  std::array<replica, 3> replicas;
+  cluster_map map{std::vector<node_endpoint>{
+    {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303}}};
+  std::vector<actor> others;
+  std::vector<replicated_sessions> coordinating;
+  std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>();
+
+  fixture() {
+    for (std::size_t i = 0; i < replicas.size(); ++i) {
+      service_settings settings;
+      settings.db_path = dir.sub("n" + std::to_string(i));
+      auto started = start_services(sys, settings);
+      CAF_REQUIRE(started);
+      auto& r = replicas[i];
+      r.services = std::move(*started);
+      for (const auto& x : r.services->service<session_persister_service>()
+                             .actors()
+                             .io)
+        r.io.push_back(actor_cast<session_replica_io_actor>(x));
+      r.endpoint = spawn_session_replica_endpoint(sys, r.io);
+      r.gateway = spawn_node_gateway(sys, r.services->handles(), {}, counters,
+                                     {}, r.endpoint);
+    }
+  }
+
+  ~fixture() {
+    for (auto& node : coordinating)
+      node.stop(sys, 1s);
+    for (auto& x : others)
+      anon_send_exit(x, exit_reason::user_shutdown);
+    for (auto& r : replicas) {
+      anon_send_exit(r.gateway, exit_reason::user_shutdown);
+      anon_send_exit(r.endpoint, exit_reason::user_shutdown);
+      r.services->stop(30s);
+    }
+  }
+
+  node_actor silent() {
+    others.push_back(sys.spawn(silent_peer));
+    return actor_cast<node_actor>(others.back());
+  }
+
+  session_handle_actor handle() {
+    auto result = sys.spawn(idle_handle);
+    others.push_back(actor_cast<actor>(result));
+    return result;
+  }
+
+  /// Node `i` coordinating its sessions, its peers reached at `peers`
+  /// (by index; the entry of `i` is ignored): real gateways unless given.
+  session_persister_actor node(std::size_t i,
+                               std::array<node_actor, 3> peers = {},
+                               caf::timespan timeout = 10s) {
+    auto result = start_replicated_sessions(
+      sys, replicas[i].io, {map, i, 3, timeout, counters}, {});
+    for (uint64_t p = 0; p < 3; ++p) {
+      if (p == i)
+        continue;
+      auto gateway = peers[p] ? peers[p] : replicas[p].gateway;
+      for (const auto& x : result.coordinators)
+        anon_send(x, peer_up_atom::value, p, gateway);
+    }
+    coordinating.push_back(result);
+    return result.persister;
+  }
+
+  template <class Answer, class Handle, class... Ts>
+  expected<Answer> ask(const Handle& to, Ts... xs) {
+    scoped_actor self{sys};
+    expected<Answer> result{error{}};
+    self->request(to, 30s, xs...)
+      .receive([&](Answer& answer) { result = std::move(answer); },
+               [&](error& err) { result = std::move(err); });
+    return result;
+  }
+
+  expected<uint64_t> register_at(const session_persister_actor& persister,
+                                 const std::string& session,
+                                 const session_handle_actor& h) {
+    return ask<uint64_t>(persister, register_atom::value, session, h);
+  }
+
+  expected<ok_atom> persist_at(const session_persister_actor& persister,
+                               const std::string& session,
+                               const session_handle_actor& h,
+                               const std::string& blob,
+                               std::vector<session_update> rows) {
+    return ask<ok_atom>(persister, persist_atom::value, session, h,
+                        session_snapshot{blob}, std::move(rows),
+                        std::vector<std::string>{});
+  }
+
+  expected<session_record> load_at(const session_persister_actor& persister,
+                                   const std::string& session) {
+    return ask<session_record>(persister, load_atom::value, session);
+  }
+
+  /// What replica `i` alone holds of `session`, asked through its gateway
+  /// as a coordinator asks: after every copy a coordinator sent it before
+  /// its answer reached the test (each mailbox on the way is in order).
+  session_image image_at(std::size_t i, const std::string& session) {
+    auto image = ask<session_image>(replicas[i].gateway, replica_atom::value,
+                                    image_atom::value, session);
+    CAF_REQUIRE(image);
+    return std::move(*image);
+  }
+
+  /// The blob and rows replica `i` holds; none without a session there.
+  std::optional<session_record> held_by(std::size_t i,
+                                        const std::string& session) {
+    auto image = image_at(i, session);
+    if (image.version.content != static_cast<uint8_t>(session_content::blob))
+      return std::nullopt;
+    return image.record;
+  }
+
+  session_version version_at(std::size_t i, const std::string& session) {
+    return image_at(i, session).version;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(session_replicas_tests, fixture)
+
+CAF_TEST(a persist is answered once a majority stored it and reaches every replica) {
+  auto persister = node(0);
+  auto h = handle();
+  auto generation = register_at(persister, "s", h);
+  CAF_REQUIRE(generation);
+  CAF_REQUIRE(persist_at(persister, "s", h, "v1", {row("a", 1)}));
+  CAF_REQUIRE(persist_at(persister, "s", h, "v2", {row("b", 2)}));
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto held = held_by(i, "s");
+    CAF_REQUIRE(held);
+    CAF_CHECK_EQUAL(held->blob, "v2");
+    CAF_CHECK_EQUAL(ids_of(*held), (ids{"a", "b"}));
+    // The register's claim is on every replica too.
+    CAF_CHECK_EQUAL(version_at(i, "s").generation, *generation);
+  }
+  auto loaded = load_at(persister, "s");
+  CAF_REQUIRE(loaded);
+  CAF_CHECK_EQUAL(loaded->blob, "v2");
+  CAF_CHECK_EQUAL(counters->replica_failures.load(), 0u);
+}
+
+CAF_TEST(a replica that missed writes gets the whole session on the next one) {
+  auto h = handle();
+  {
+    auto persister = node(0, {node_actor{}, node_actor{}, silent()});
+    CAF_REQUIRE(register_at(persister, "s", h));
+    CAF_REQUIRE(persist_at(persister, "s", h, "v1", {row("a", 1)}));
+    CAF_CHECK(!held_by(2, "s"));
+  }
+  // Node 1 takes over with node 2 back and node 0 gone: its write needs
+  // node 2, which it finds behind and sends the whole session.
+  auto persister = node(1, {silent(), node_actor{}, node_actor{}});
+  CAF_REQUIRE(persist_at(persister, "s", h, "v2", {row("b", 2)}));
+  auto held = held_by(2, "s");
+  CAF_REQUIRE(held);
+  CAF_CHECK_EQUAL(held->blob, "v2");
+  CAF_CHECK_EQUAL(ids_of(*held), (ids{"a", "b"}));
+  CAF_CHECK(same_content(version_at(2, "s"), version_at(1, "s")));
+}
+
+CAF_TEST(without a majority a request fails in time and names the replicas) {
+  auto persister = node(0, {node_actor{}, silent(), silent()}, 300ms);
+  auto h = handle();
+  auto started = std::chrono::steady_clock::now();
+  auto generation = register_at(persister, "s", h);
+  CAF_REQUIRE(!generation);
+  CAF_CHECK_EQUAL(code_of(generation.error()), code(errc::no_quorum));
+  auto text = sys.render(generation.error());
+  CAF_CHECK(text.find("127.0.0.1:4302") != std::string::npos);
+  CAF_CHECK(text.find("127.0.0.1:4303") != std::string::npos);
+  CAF_CHECK_LESS(std::chrono::steady_clock::now() - started, 10s);
+  // Nothing a later read could see was written.
+  CAF_CHECK(!held_by(0, "s"));
+}
+
+CAF_TEST(another coordinator adopts the handle and reads the newest write) {
+  auto first = node(0);
+  auto h = handle();
+  CAF_REQUIRE(register_at(first, "s", h));
+  CAF_REQUIRE(persist_at(first, "s", h, "v1", {row("a", 1)}));
+  // The handle's client fails over to node 1, which never saw its register.
+  auto second = node(1);
+  CAF_REQUIRE(persist_at(second, "s", h, "v2", {row("b", 2)}));
+  for (auto& persister : {first, second}) {
+    auto loaded = load_at(persister, "s");
+    CAF_REQUIRE(loaded);
+    CAF_CHECK_EQUAL(loaded->blob, "v2");
+    CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a", "b"}));
+  }
+}
+
+CAF_TEST(a read answers the newest write even when its coordinator missed it) {
+  auto h = handle();
+  auto first = node(0);
+  CAF_REQUIRE(register_at(first, "s", h));
+  CAF_REQUIRE(persist_at(first, "s", h, "v1", {row("a", 1)}));
+  // Node 1 coordinates a write that node 0's replica never gets.
+  auto second = node(1, {silent(), node_actor{}, node_actor{}});
+  CAF_REQUIRE(persist_at(second, "s", h, "v2", {row("b", 2)}));
+  CAF_CHECK_EQUAL(held_by(0, "s")->blob, "v1");
+  auto loaded = load_at(first, "s");
+  CAF_REQUIRE(loaded);
+  CAF_CHECK_EQUAL(loaded->blob, "v2");
+  CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a", "b"}));
+}
+
+CAF_TEST(a superseded handle is never answered ok on any coordinator) {
+  auto first = node(0);
+  auto old_handle = handle();
+  auto old_generation = register_at(first, "s", old_handle);
+  CAF_REQUIRE(old_generation);
+  CAF_REQUIRE(persist_at(first, "s", old_handle, "old", {row("a", 1)}));
+  auto second = node(1);
+  auto new_handle = handle();
+  auto new_generation = register_at(second, "s", new_handle);
+  CAF_REQUIRE(new_generation);
+  CAF_CHECK_GREATER(*new_generation, *old_generation);
+  CAF_REQUIRE(persist_at(second, "s", new_handle, "new", {row("b", 2)}));
+  // Node 0 still takes the old handle for the current one; the replicas
+  // promised node 1 and hold the newer generation.
+  auto late = persist_at(first, "s", old_handle, "stale", {row("x", 3)});
+  CAF_CHECK(!late);
+  // On a third coordinator the old handle is known superseded by its
+  // claim, and refused before any write.
+  auto third = node(2);
+  auto refused = persist_at(third, "s", old_handle, "stale", {row("y", 4)});
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::handle_superseded));
+  // A retry of everything failed on node 0 gets no majority either.
+  auto unwritten = ask<uint64_t>(first, flush_all_atom::value,
+                                 caf::timespan{5s});
+  CAF_REQUIRE(unwritten);
+  CAF_CHECK_EQUAL(*unwritten, 1u);
+  auto loaded = load_at(third, "s");
+  CAF_REQUIRE(loaded);
+  CAF_CHECK_EQUAL(loaded->blob, "new");
+  CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a", "b"}));
+}
+
+CAF_TEST(two coordinators registering at once claim different generations) {
+  auto first = node(0);
+  auto second = node(1);
+  auto a = handle();
+  auto b = handle();
+  scoped_actor self{sys};
+  // Both sent before either is answered; each answer comes back as a
+  // message.
+  self->send(first, register_atom::value, std::string{"s"}, a);
+  self->send(second, register_atom::value, std::string{"s"}, b);
+  std::vector<expected<uint64_t>> answers;
+  for (int i = 0; i < 2; ++i)
+    self->receive(
+      [&](uint64_t generation) { answers.emplace_back(generation); },
+      [&](error& err) { answers.emplace_back(std::move(err)); },
+      after(30s) >> [&] { CAF_FAIL("a register was not answered"); });
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  if (answers[0] && answers[1])
+    CAF_CHECK_NOT_EQUAL(*answers[0], *answers[1]);
+  else
+    CAF_CHECK(answers[0] || answers[1]);
+}
+
+CAF_TEST(a delete leaves a tombstone on every replica) {
+  auto persister = node(0);
+  auto h = handle();
+  CAF_REQUIRE(register_at(persister, "s", h));
+  CAF_REQUIRE(persist_at(persister, "s", h, "v1", {row("a", 1)}));
+  CAF_REQUIRE(ask<ok_atom>(persister, delete_atom::value, std::string{"s"}));
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK_EQUAL(version_at(i, "s").content,
+                    static_cast<uint8_t>(session_content::deleted));
+  auto loaded = load_at(persister, "s");
+  CAF_REQUIRE(!loaded);
+  CAF_CHECK_EQUAL(code_of(loaded.error()), code(errc::not_found));
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
