@@ -23,6 +23,7 @@ struct node_gateway_state {
   std::shared_ptr<const peer_counters> peers;
   secret_sync_requests sync;
   session_replica_requests session_replicas;
+  session_listing_requests session_sync;
   std::chrono::steady_clock::time_point started
     = std::chrono::steady_clock::now();
   bool shutting_down = false;
@@ -221,26 +222,28 @@ std::optional<caf::error> refuse_sync(gateway_pointer self) {
   return std::nullopt;
 }
 
-/// The handler of one replica request of sessions: to this node's
-/// replicas of sessions (coalesce/node/session_replicas.hpp), or refused.
-template <class... Args, class Output>
-auto session_replica_forwarder(gateway_pointer self, type_list<Args...>,
-                               type_list<Output>) {
-  return [self](Args&... args) -> caf::result<Output> {
+/// The handler of one replica request of sessions: to `target` (this
+/// node's replicas of sessions, coalesce/node/session_replicas.hpp, or
+/// their repair, coalesce/node/session_sync.hpp), or refused.
+template <class Target, class... Args, class Output>
+auto session_replica_forwarder(gateway_pointer self, Target target,
+                               type_list<Args...>, type_list<Output>) {
+  return [self, target](Args&... args) -> caf::result<Output> {
     if (self->state.shutting_down)
       return refuse(self);
-    if (!self->state.session_replicas)
+    const auto& handle = self->state.*target;
+    if (!handle)
       return make_error(errc::invalid_request,
                         "this node keeps no replicas of sessions");
-    return self->delegate(self->state.session_replicas, std::move(args)...);
+    return self->delegate(handle, std::move(args)...);
   };
 }
 
-template <class... Signatures>
-auto session_replica_forwarders(gateway_pointer self,
+template <class Target, class... Signatures>
+auto session_replica_forwarders(gateway_pointer self, Target target,
                                 type_list<Signatures...>) {
   return std::make_tuple(session_replica_forwarder(
-    self, inputs_of<Signatures>{}, outputs_of<Signatures>{})...);
+    self, target, inputs_of<Signatures>{}, outputs_of<Signatures>{})...);
 }
 
 node_actor::behavior_type node_gateway(gateway_pointer self,
@@ -249,9 +252,11 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
                                        std::shared_ptr<const peer_counters> peers,
                                        secret_sync_requests sync,
                                        session_replica_requests
-                                         session_replicas) {
+                                         session_replicas,
+                                       session_listing_requests session_sync) {
   self->state.services = std::move(services);
   self->state.session_replicas = std::move(session_replicas);
+  self->state.session_sync = std::move(session_sync);
   self->state.foreign_owner = std::move(foreign_owner);
   self->state.peers = std::move(peers);
   self->state.sync = std::move(sync);
@@ -259,7 +264,11 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
   auto handlers = std::tuple_cat(
     all_services::apply<service_forwarders>::make(self),
     session_replica_forwarders(
-      self, signatures_in<session_replica_requests>{}),
+      self, &node_gateway_state::session_replicas,
+      signatures_in<session_replica_requests>{}),
+    session_replica_forwarders(
+      self, &node_gateway_state::session_sync,
+      signatures_in<session_listing_requests>{}),
     std::make_tuple([self](stats_atom) { return gather_stats(self); },
                     [self](shutdown_atom) { return begin_shutdown(self); },
                     [self](digest_atom atom, uint64_t asker)
@@ -289,10 +298,12 @@ node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
                               foreign_owner_fn foreign_owner,
                               std::shared_ptr<const peer_counters> peers,
                               secret_sync_requests sync,
-                              session_replica_requests session_replicas) {
+                              session_replica_requests session_replicas,
+                              session_listing_requests session_sync) {
   return sys.spawn(node_gateway, std::move(services),
                    std::move(foreign_owner), std::move(peers),
-                   std::move(sync), std::move(session_replicas));
+                   std::move(sync), std::move(session_replicas),
+                   std::move(session_sync));
 }
 
 } // namespace coalesce

@@ -71,12 +71,13 @@ struct peer_counters {
 /// answered `errc::invalid_request`, its stats stay zero. A null
 /// `foreign_owner` (a node alone) owns every key; null `peers`, no peers;
 /// a null `sync`, no repair of replicas (its requests are refused); a null
-/// `session_replicas`, no replicas of sessions (their requests are
-/// refused).
+/// `session_replicas` or `session_sync`, no replicas of sessions or no
+/// repair of them (their requests are refused).
 node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
                               foreign_owner_fn foreign_owner = {},
                               std::shared_ptr<const peer_counters> peers = {},
                               secret_sync_requests sync = {},
-                              session_replica_requests session_replicas = {});
+                              session_replica_requests session_replicas = {},
+                              session_listing_requests session_sync = {});
 
 } // namespace coalesce

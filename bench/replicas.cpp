@@ -9,9 +9,12 @@
 // Durable rows per second until the flush answered, the `queue` p99, and CPU
 // per row of every process involved (the client and the nodes). Three
 // replicas on one 2-core machine triple the writes: the targets are
-// replicated_vs_single >= 0.3 and cpu_per_row_vs_single <= 3.5. The legs are
-// interleaved for `rounds` rounds, best compared with best. Sessions are not
-// replicated yet (no persist leg). The last line is one JSON object.
+// replicated_vs_single >= 0.3 and cpu_per_row_vs_single <= 3.5. Then, on
+// the same nodes, persists of `sessions` sessions (bench/persist_load.hpp),
+// each answered once a majority of the session's replicas stored it:
+// persists per second, persist p99 and CPU per persist, with the same
+// targets. The legs are interleaved for `rounds` rounds, best compared with
+// best. The last line is one JSON object.
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +38,7 @@
 #include <coalesce/messages/registration.hpp>
 
 #include "node_process.hpp"
+#include "persist_load.hpp"
 #include "secret_load.hpp"
 
 using namespace coalesce;
@@ -42,11 +46,20 @@ using namespace coalesce;
 namespace {
 
 struct bench_config : caf::actor_system_config, bench::load_options {
+  std::size_t sessions = 64;
+  std::size_t persists = 20'000;
+  /// Persists in flight: one per session, so that group commits form on
+  /// both sides as they would under many clients.
+  std::size_t persist_window = 64;
+
   bench_config() : load_options{100'000, 256, 16, 2} {
     register_message_types(*this);
     load<caf::io::middleman>();
     caf::config_option_adder adder{custom_options_, "bench"};
     add_to(adder);
+    adder.add(sessions, "sessions", "sessions of the persist leg")
+      .add(persists, "persists", "persists per measurement")
+      .add(persist_window, "persist-window", "persists in flight");
   }
 };
 
@@ -58,7 +71,23 @@ struct measurement {
   double rows_per_s = 0;
   double queue_p99_ms = 0;
   double cpu_seconds = 0;
+  double persists_per_s = 0;
+  double persist_p99_ms = 0;
+  double persist_cpu_seconds = 0;
 };
+
+/// The persist leg against `target`, its CPU as `cpu()` counts it.
+template <class Cpu>
+void measure_persists(caf::actor_system& sys, const bench_config& cfg,
+                      caf::actor target, Cpu cpu, measurement& result) {
+  auto before = cpu();
+  auto load = bench::drive_persists(sys, "replicas", std::move(target),
+                                    cfg.sessions, cfg.persists,
+                                    cfg.persist_window);
+  result.persists_per_s = load.persists_per_s;
+  result.persist_p99_ms = load.persist_p99_ms;
+  result.persist_cpu_seconds = cpu() - before;
+}
 
 measurement measure_single(caf::actor_system& sys, const bench_config& cfg) {
   bench::temp_dir dir{cfg.dir, "single"};
@@ -76,6 +105,9 @@ measurement measure_single(caf::actor_system& sys, const bench_config& cfg) {
   result.queue_p99_ms = load.queue_p99_ms;
   result.cpu_seconds = bench::own_cpu_seconds() + node.cpu_seconds()
                        - cpu_before;
+  measure_persists(
+    sys, cfg, caf::actor_cast<caf::actor>(*gateway),
+    [&] { return bench::own_cpu_seconds() + node.cpu_seconds(); }, result);
   return result;
 }
 
@@ -139,6 +171,8 @@ measurement measure_replicated(caf::actor_system& sys,
   result.rows_per_s = load.rows_per_s;
   result.queue_p99_ms = load.queue_p99_ms;
   result.cpu_seconds = cpu_of_all() - cpu_before;
+  measure_persists(sys, cfg, caf::actor_cast<caf::actor>(client), cpu_of_all,
+                   result);
   caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
   return result;
 }
@@ -155,6 +189,16 @@ double round2(double x) {
 
 double cpu_us_per_row(const bench_config& cfg, const measurement& run) {
   return run.cpu_seconds * 1e6 / static_cast<double>(cfg.entries);
+}
+
+double cpu_us_per_persist(const bench_config& cfg, const measurement& run) {
+  return run.persist_cpu_seconds * 1e6 / static_cast<double>(cfg.persists);
+}
+
+const measurement& best_persists(const std::vector<measurement>& runs) {
+  return *std::max_element(runs.begin(), runs.end(), [](auto& x, auto& y) {
+    return x.persists_per_s < y.persists_per_s;
+  });
 }
 
 } // namespace
@@ -179,9 +223,20 @@ int main(int argc, char** argv) {
               << round2(three.queue_p99_ms) << " ms, "
               << round2(cpu_us_per_row(cfg, three)) << " us CPU/row"
               << std::endl;
+    std::cout << "round " << round << " single: "
+              << std::lround(one.persists_per_s) << " persists/s, p99 "
+              << round2(one.persist_p99_ms) << " ms, "
+              << round2(cpu_us_per_persist(cfg, one))
+              << " us CPU/persist; replicated: "
+              << std::lround(three.persists_per_s) << " persists/s, p99 "
+              << round2(three.persist_p99_ms) << " ms, "
+              << round2(cpu_us_per_persist(cfg, three)) << " us CPU/persist"
+              << std::endl;
   }
   const auto& one = best(single);
   const auto& three = best(replicated);
+  const auto& one_p = best_persists(single);
+  const auto& three_p = best_persists(replicated);
   nlohmann::ordered_json summary{
     {"bench", "replicas"},
     {"entries", cfg.entries},
@@ -198,7 +253,17 @@ int main(int argc, char** argv) {
     {"replicated_cpu_us_per_row", round2(cpu_us_per_row(cfg, three))},
     {"cpu_per_row_vs_single",
      round2(cpu_us_per_row(cfg, three) / cpu_us_per_row(cfg, one))},
-    {"sessions", "not replicated yet"},
+    {"sessions", cfg.sessions},
+    {"persists", cfg.persists},
+    {"persist_window", cfg.persist_window},
+    {"single_persists_per_s", std::round(one_p.persists_per_s)},
+    {"replicated_persists_per_s", std::round(three_p.persists_per_s)},
+    {"persists_replicated_vs_single",
+     round2(three_p.persists_per_s / one_p.persists_per_s)},
+    {"single_persist_p99_ms", round2(one_p.persist_p99_ms)},
+    {"replicated_persist_p99_ms", round2(three_p.persist_p99_ms)},
+    {"persist_cpu_vs_single", round2(cpu_us_per_persist(cfg, three_p)
+                                     / cpu_us_per_persist(cfg, one_p))},
     {"load_average", bench::load_average()},
   };
   std::cout << summary.dump() << std::endl;

@@ -680,7 +680,8 @@ template <class Verb>
 constexpr bool is_session_replica_verb
   = std::is_same_v<Verb, prepare_atom> || std::is_same_v<Verb, claim_atom>
     || std::is_same_v<Verb, write_atom> || std::is_same_v<Verb, install_atom>
-    || std::is_same_v<Verb, image_atom> || std::is_same_v<Verb, version_atom>;
+    || std::is_same_v<Verb, image_atom> || std::is_same_v<Verb, version_atom>
+    || std::is_same_v<Verb, digest_atom>;
 
 /// Replicas of sessions talk node to node, never through a client.
 template <class Output, class Verb, class... Args>

@@ -85,9 +85,9 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// connection, an error).
   uint64_t replica_requests = 0;
   uint64_t replica_failures = 0;
-  /// 1 while this node restarted without a clean stop (or with an empty
-  /// data directory) and has not yet caught up from every peer: it answers
-  /// no read of secrets alone.
+  /// How many of this node's replicas (secrets, sessions) are catching up
+  /// from every peer after a start without a clean stop (or with an empty
+  /// data directory): each answers no read meanwhile; 0 once all caught up.
   uint64_t catching_up = 0;
   /// Anti-entropy exchanges with a peer that completed, and the keys they
   /// found different and repaired (here or there).
@@ -174,7 +174,8 @@ using node_actor = typename all_services::apply<composed_requests>::type::
                   /// Accepted only from the node itself: refuse later
                   /// requests.
                   caf::replies_to<shutdown_atom>::with<ok_atom>>::
-    template extend_with<secret_sync_requests, session_replica_requests>;
+    template extend_with<secret_sync_requests, session_replica_requests,
+                       session_listing_requests>;
 
 /// Whether a shutting-down node still serves `Service`'s requests with verb
 /// `Atom` (its descriptor's `served_while_shutting_down`: work already
@@ -208,6 +209,7 @@ void for_each_message_type(F&& f) {
   f(message_type<session_delta>{"coalesce.session_delta"});
   f(message_type<session_image>{"coalesce.session_image"});
   f(message_type<replica_answer>{"coalesce.replica_answer"});
+  f(message_type<session_listing>{"coalesce.session_listing"});
 }
 
 } // namespace coalesce

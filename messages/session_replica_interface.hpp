@@ -110,6 +110,17 @@ typename Inspector::result_type inspect(Inspector& f, session_image& x) {
            x.record);
 }
 
+/// One session a replica holds, and what of it (anti-entropy).
+struct session_listing {
+  std::string session;
+  session_version version;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_listing& x) {
+  return f(caf::meta::type_name("session_listing"), x.session, x.version);
+}
+
 /// How a replica took a request.
 enum class replica_outcome : uint8_t {
   /// Done (or nothing to do: an install of content not newer).
@@ -159,5 +170,13 @@ using session_replica_requests = caf::typed_actor<
   caf::replies_to<replica_atom, image_atom, std::string>::with<session_image>,
   caf::replies_to<replica_atom, version_atom, std::string>::with<
     replica_answer>>;
+
+/// What a replica that catches up or repairs asks each peer
+/// (coalesce/node/session_sync.hpp).
+using session_listing_requests = caf::typed_actor<
+  /// Every session this node holds that node `asker` (its index in the
+  /// cluster list) is a replica of, with its version.
+  caf::replies_to<replica_atom, digest_atom, uint64_t>::with<
+    std::vector<session_listing>>>;
 
 } // namespace coalesce

@@ -19,6 +19,7 @@
 #include <coalesce/node/services.hpp>
 #include <coalesce/node/session_persister_service.hpp>
 #include <coalesce/node/session_replicas.hpp>
+#include <coalesce/node/session_sync.hpp>
 #include <coalesce/storage/secret_store.hpp>
 
 namespace coalesce {
@@ -129,21 +130,41 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     handles.secret_buffer = caf::actor_cast<secret_buffer_requests>(replicas);
   }
   replicated_sessions sessions;
+  session_sync_actor session_repair;
   if (settings.cluster.replicates_sessions()) {
     std::vector<session_replica_io_actor> io;
     for (const auto& x : local.service<session_persister_service>().actors().io)
       io.push_back(caf::actor_cast<session_replica_io_actor>(x));
+    // Set before anything serves a read: the repair clears it once caught up.
+    auto catch_up = !local.stopped_cleanly_before();
+    auto catching_up = std::make_shared<std::atomic<bool>>(catch_up);
     sessions = start_replicated_sessions(
       sys, io,
       {cluster, self_index, settings.cluster.replicas,
-       settings.cluster.peer_timeout, counters},
+       settings.cluster.peer_timeout, counters, catching_up},
       settings.services.session_persister);
+    session_repair = spawn_session_sync(
+      sys, local.database(), io, {},
+      {cluster, self_index, settings.cluster.replicas,
+       settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
+       settings.cluster.peer_timeout, catch_up, catching_up, counters});
     handles.session_persister = sessions.persister;
   }
   auto gateway = spawn_node_gateway(
     sys, handles, settings.cluster.foreign_owner(settings.host, settings.port),
     counters, caf::actor_cast<secret_sync_requests>(repair),
-    sessions.endpoint);
+    sessions.endpoint,
+    caf::actor_cast<session_listing_requests>(session_repair));
+  // The repairs' scans read the database that stopping the services closes.
+  auto stop_repairs = [&] {
+    for (auto x : {caf::actor_cast<caf::actor>(repair),
+                   caf::actor_cast<caf::actor>(session_repair)})
+      if (x) {
+        caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
+        caf::scoped_actor self{sys};
+        self->wait_for(x);
+      }
+  };
   auto tls = sys.has_openssl_manager();
   auto port = publish_gateway(sys, gateway, settings);
   if (!port) {
@@ -151,6 +172,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                      "{}",
                      settings.host, settings.port, sys.render(port.error()));
     stop_gateway(sys, gateway);
+    stop_repairs();
     sessions.stop(sys, settings.shutdown_timeout);
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;
@@ -163,6 +185,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     spdlog::critical("{}", sys.render(metrics.error()));
     unpublish_gateway(sys, gateway, *port);
     stop_gateway(sys, gateway);
+    stop_repairs();
     sessions.stop(sys, settings.shutdown_timeout);
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;
@@ -178,6 +201,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                    caf::actor_cast<caf::actor>(repair)};
   for (const auto& x : sessions.subscribers())
     subscribers.push_back(x);
+  if (session_repair)
+    subscribers.push_back(caf::actor_cast<caf::actor>(session_repair));
   caf::actor watch;
   if (clustered)
     watch = spawn_peer_watch(sys, cluster, self_index,
@@ -201,12 +226,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     self->request(gateway, settings.shutdown_timeout, shutdown_atom::value)
       .receive([](ok_atom) {}, [](caf::error&) {});
   }
-  if (repair) {
-    // Its scans read the database that stopping the services closes.
-    caf::anon_send_exit(repair, caf::exit_reason::user_shutdown);
-    caf::scoped_actor self{sys};
-    self->wait_for(repair);
-  }
+  stop_repairs();
   auto left = [&] {
     return std::max<caf::timespan>(
       std::chrono::duration_cast<caf::timespan>(

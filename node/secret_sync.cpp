@@ -306,7 +306,7 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
 void finish_catch_up(sync_pointer self) {
   auto& st = self->state;
   st.catching_up = false;
-  st.settings.counters->catching_up = 0;
+  --st.settings.counters->catching_up;
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
     std::chrono::steady_clock::now() - st.catch_up_started);
   if (st.settings.started_empty)
@@ -398,7 +398,7 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
   if (st.settings.catch_up && st.settings.map.size() > 1) {
     st.catching_up = true;
     st.catch_up_started = std::chrono::steady_clock::now();
-    st.settings.counters->catching_up = 1;
+    ++st.settings.counters->catching_up;
     for (auto peer : every_peer(self))
       st.missing.insert(peer);
     spdlog::info("secrets: {}; catching up from every peer before answering "

@@ -120,6 +120,14 @@ std::vector<std::size_t> replicas_of(coordinator_pointer self,
                                       settings.replicas);
 }
 
+/// Whether `node` is this one and its replica is catching up: it answers
+/// no read.
+bool catching_up(coordinator_pointer self, std::size_t node) {
+  const auto& settings = self->state.settings;
+  return node == settings.self && settings.catching_up != nullptr
+         && settings.catching_up->load();
+}
+
 std::string node_text(coordinator_pointer self, std::size_t node) {
   return self->state.settings.map.nodes()[node].text();
 }
@@ -366,7 +374,12 @@ void prepare(coordinator_pointer self, const std::string& session,
     }
     pull_image(self, session, nodes[best], ballot, finish);
   });
-  for (std::size_t i = 0; i < nodes.size(); ++i)
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (catching_up(self, nodes[i])) {
+      (*votes)->failed(node_text(self, nodes[i]),
+                       "is catching up from its peers");
+      continue;
+    }
     ask<replica_answer>(
       self, nodes[i],
       [=](replica_answer& answer) {
@@ -385,6 +398,7 @@ void prepare(coordinator_pointer self, const std::string& session,
         (*votes)->failed(node_text(self, nodes[i]), why);
       },
       prepare_atom::value, session, ballot);
+  }
 }
 
 // -- writes ----------------------------------------------------------------------
@@ -573,7 +587,12 @@ void load_call(coordinator_pointer self, const std::string& session,
       },
       image_atom::value, session);
   });
-  for (std::size_t i = 0; i < nodes.size(); ++i)
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (catching_up(self, nodes[i])) {
+      (*votes)->failed(node_text(self, nodes[i]),
+                       "is catching up from its peers");
+      continue;
+    }
     ask<replica_answer>(
       self, nodes[i],
       [=](replica_answer& answer) {
@@ -584,6 +603,7 @@ void load_call(coordinator_pointer self, const std::string& session,
         (*votes)->failed(node_text(self, nodes[i]), why);
       },
       version_atom::value, session);
+  }
 }
 
 /// `claim`: the generation at a majority for `claimant`.
@@ -764,13 +784,23 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
 
 session_replica_requests::behavior_type
 session_replica_endpoint(session_replica_requests::pointer self,
-                         std::vector<session_replica_io_actor> local) {
+                         std::vector<session_replica_io_actor> local,
+                         std::shared_ptr<const std::atomic<bool>> catching) {
   auto io_for = [local](const std::string& session) {
     return local[std::hash<std::string>{}(session) % local.size()];
   };
+  auto reads_refused = [catching]() -> std::optional<caf::error> {
+    if (catching == nullptr || !catching->load())
+      return std::nullopt;
+    return make_error(errc::catching_up,
+                      "this replica of sessions is catching up from its "
+                      "peers");
+  };
   return {
     [=](replica_atom atom, prepare_atom verb, std::string& session,
-        uint64_t ballot) {
+        uint64_t ballot) -> caf::result<replica_answer> {
+      if (auto refusal = reads_refused())
+        return std::move(*refusal);
       auto io = io_for(session);
       return self->delegate(io, atom, verb, std::move(session), ballot);
     },
@@ -793,7 +823,10 @@ session_replica_endpoint(session_replica_requests::pointer self,
       auto io = io_for(session);
       return self->delegate(io, atom, verb, std::move(session));
     },
-    [=](replica_atom atom, version_atom verb, std::string& session) {
+    [=](replica_atom atom, version_atom verb, std::string& session)
+      -> caf::result<replica_answer> {
+      if (auto refusal = reads_refused())
+        return std::move(*refusal);
       auto io = io_for(session);
       return self->delegate(io, atom, verb, std::move(session));
     },
@@ -814,8 +847,11 @@ spawn_session_coordinators(caf::actor_system& sys,
 
 session_replica_requests
 spawn_session_replica_endpoint(caf::actor_system& sys,
-                               std::vector<session_replica_io_actor> local) {
-  return sys.spawn(session_replica_endpoint, std::move(local));
+                               std::vector<session_replica_io_actor> local,
+                               std::shared_ptr<const std::atomic<bool>>
+                                 catching_up) {
+  return sys.spawn(session_replica_endpoint, std::move(local),
+                   std::move(catching_up));
 }
 
 std::vector<caf::actor> replicated_sessions::subscribers() const {
@@ -864,7 +900,8 @@ start_replicated_sessions(caf::actor_system& sys,
                           session_persister_options options) {
   replicated_sessions result;
   result.coordinators = spawn_session_coordinators(sys, local, settings);
-  result.endpoint = spawn_session_replica_endpoint(sys, local);
+  result.endpoint = spawn_session_replica_endpoint(sys, local,
+                                                   settings.catching_up);
   options.claim_generations = true;
   result.persister = spawn_session_persister_over(
     sys,

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -49,6 +50,9 @@
 ///   majority and its claimant (the persister's registry learns it).
 /// - `purge` does nothing: a replica keeps a delete's tombstone, or a
 ///   replica that missed the delete would win a later read.
+/// - While this node's replica catches up (`catching_up`), it counts as
+///   failed in every `prepare` and `load` round: a replica that lost what
+///   it held must not make an older write look like the newest.
 /// - Calls of one session run one at a time, in arrival order; a replica
 ///   that does not answer within `timeout` counts as failed. Calls still
 ///   open when the coordinator stops are answered
@@ -71,6 +75,10 @@ struct session_replica_settings {
   /// Where it counts the requests it sends other replicas and their
   /// failures (the node's stats).
   std::shared_ptr<peer_counters> counters;
+  /// Set while this node's replica catches up from its peers
+  /// (coalesce/node/session_sync.hpp): it then answers no read, neither of
+  /// its coordinators nor of its peers'; null for never.
+  std::shared_ptr<const std::atomic<bool>> catching_up;
 };
 
 /// One coordinator in front of each local I/O actor, at the same index (the
@@ -107,9 +115,12 @@ start_replicated_sessions(caf::actor_system& sys,
 
 /// What the gateway hands the replica requests of other nodes'
 /// coordinators: each goes to the local I/O actor of its session, the one
-/// this node's own coordinator uses.
+/// this node's own coordinator uses. While `catching_up` is set, `prepare`
+/// and `version` (reads) are refused errc::catching_up.
 session_replica_requests
 spawn_session_replica_endpoint(caf::actor_system& sys,
-                               std::vector<session_replica_io_actor> local);
+                               std::vector<session_replica_io_actor> local,
+                               std::shared_ptr<const std::atomic<bool>>
+                                 catching_up = nullptr);
 
 } // namespace coalesce

@@ -670,16 +670,28 @@ caf::expected<replica_answer> replica_install(database& db, uint64_t ballot,
     [&](database::impl& state, replica_state& replica,
         rocksdb::WriteBatch& batch) -> caf::expected<replica_answer> {
       auto& v = replica.version;
-      if (ballot < v.promised)
+      if (ballot != repair_ballot && ballot < v.promised)
         return answer(replica_outcome::preempted, v);
       const auto& x = image.version;
-      if (!newer_content(x, v))
-        return answer(replica_outcome::applied, v);
       session_version after = v;
-      if (x.generation > v.generation
-          || (x.generation == v.generation && v.claimant.empty())) {
+      auto raises_floor
+        = x.generation > v.generation
+          || (x.generation == v.generation && v.claimant.empty()
+              && !x.claimant.empty());
+      if (raises_floor) {
         after.generation = x.generation;
         after.claimant = x.claimant;
+      }
+      if (!newer_content(x, v)) {
+        if (!raises_floor)
+          return answer(replica_outcome::applied, v);
+        // A claim this replica missed: the floor alone moves.
+        auto status = batch.Put(state.handle(family::sessions),
+                                session_key_prefix(image.session),
+                                encode_replica_value(after, replica.blob));
+        if (!status.ok())
+          return to_error(status, "building the floor's repair");
+        return answer(replica_outcome::applied, after);
       }
       after.promised = std::max(v.promised, ballot);
       after.ballot = x.ballot;
@@ -718,6 +730,30 @@ caf::expected<session_image> replica_image(database& db,
         return err;
     }
     return image;
+  });
+}
+
+caf::error
+scan_session_versions(database& db,
+                      const std::function<void(session_listing&&)>& visit) {
+  return with_open_database(db, [&](database::impl& state) -> caf::error {
+    rocksdb::ReadOptions options;
+    // A full scan should not push the hot rows out of the block cache.
+    options.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it{
+      state.db->NewIterator(options, state.handle(family::sessions))};
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      session_listing listing;
+      bytes::reader key{{it->key().data(), it->key().size()}};
+      stored_head head;
+      if (!key.string(listing.session) || !key.at_end()
+          || !decode_head({it->value().data(), it->value().size()}, head))
+        return make_error(errc::corrupt_record,
+                          "undecodable session value during a scan");
+      listing.version = head.version;
+      visit(std::move(listing));
+    }
+    return to_error(it->status(), "scanning the sessions");
   });
 }
 

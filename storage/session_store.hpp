@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -184,9 +185,14 @@ replica_group_result
 replica_apply_group(database& db, const std::vector<session_delta>& deltas,
                     std::optional<durability> mode = std::nullopt);
 
+/// The ballot of a repair (anti-entropy, catch-up): it copies what some
+/// replica already holds, checked by content version alone.
+constexpr uint64_t repair_ballot = 0;
+
 /// Replaces the session with `image` when its content is newer than the
-/// replica's (raising the floor to the image's when higher); `preempted`
-/// when `ballot` is below the promised one.
+/// replica's, and raises the floor to the image's when higher (a claim the
+/// replica missed), whether or not the content is newer; `preempted` when
+/// `ballot` is below the promised one (unless it is `repair_ballot`).
 caf::expected<replica_answer>
 replica_install(database& db, uint64_t ballot, const session_image& image,
                 std::optional<durability> mode = std::nullopt);
@@ -194,5 +200,11 @@ replica_install(database& db, uint64_t ballot, const session_image& image,
 /// The whole session as the replica holds it.
 caf::expected<session_image> replica_image(database& db,
                                            const std::string& session);
+
+/// Calls `visit` with the version of every session the replica holds
+/// (blobs, tombstones, claims), in key order.
+caf::error
+scan_session_versions(database& db,
+                      const std::function<void(session_listing&&)>& visit);
 
 } // namespace coalesce::storage

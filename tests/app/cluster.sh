@@ -40,13 +40,16 @@ start_cluster() { # start_cluster GROUP [ARGS...]: three fresh nodes named GROUP
     && wait_caught_up 0 1 2
 }
 
-# wait_caught_up I...: until each member logged that its secrets caught up
-# from its peers (a node without a clean stop answers no read before).
+# wait_caught_up I...: until each member logged that its secrets and its
+# sessions caught up from its peers (a node without a clean stop answers no
+# read before).
 wait_caught_up() {
   local i
   for i in "$@"; do
     wait_log_count "$WORK/${GROUP}n$i.log" "secrets: \(caught up\|refilled\)" 1 30 \
       || { echo "    node $i did not catch up within 30 s" >&2; return 1; }
+    wait_log_count "$WORK/${GROUP}n$i.log" "sessions: caught up" 1 30 \
+      || { echo "    node $i did not catch its sessions up within 30 s" >&2; return 1; }
   done
 }
 
@@ -136,11 +139,15 @@ test_secrets_sessions_and_backfills_are_routed_to_their_owners() {
   stop_cluster
   # A clean stop is marked: restarted, a node serves reads at once, without
   # catching up (it lost nothing it had acknowledged).
-  check "every node logged one catch-up, at its first start" \
-    [ "$(cat "$WORK"/routed-n[012].log | grep -c 'catching up from every peer')" = 3 ]
+  check "every node logged one catch-up of its secrets, at its first start" \
+    [ "$(cat "$WORK"/routed-n[012].log | grep -c 'secrets: .*catching up from every peer')" = 3 ]
+  check "and one of its sessions" \
+    [ "$(cat "$WORK"/routed-n[012].log | grep -c 'sessions: .*catching up from every peer')" = 3 ]
+  check "and each caught its sessions up" \
+    [ "$(cat "$WORK"/routed-n[012].log | grep -c 'sessions: caught up from every peer')" = 3 ]
   start_member 0 || { CURRENT_OK=0; return; }
   check "restarted after a clean stop, node 0 does not catch up" \
-    [ "$(grep -c 'catching up from every peer' "$WORK/routed-n0.log")" = 1 ]
+    [ "$(grep -c 'catching up from every peer' "$WORK/routed-n0.log")" = 2 ]
   check "and its stats say so" \
     grep -q '"catching_up":0' <<<"$(tcli "${PORTS[0]}" stats)"
   kill -TERM "${PID_OF[0]}"

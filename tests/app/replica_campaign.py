@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A fault campaign against replicated secrets, checked from outside.
+"""A fault campaign against replicated secrets and sessions, checked from
+outside.
 
 Starts N coalesce-node processes on 127.0.0.1 (one coalesce.cluster list,
 `replicas` 3, mutual TLS), drives a load through the real CLI's cluster
@@ -14,11 +15,17 @@ before the next:
              after a delay;
 - wipe:      SIGKILL a node, delete its data directory, restart it empty.
 
+A second load puts sessions (`session put`: a register, then a persist of a
+new blob with one new update row), hot ones and cold ones written once
+before the faults.
+
 Then, with every node back and caught up, the checker reads every key
 through the cluster client and through each of its replicas as coordinator:
 each must answer the newest capture whose `put` was answered, or one
 attempted after it (an unanswered attempt may or may not have landed),
-never an older one and never nothing. Last, it answers a flush, kills every
+never an older one and never nothing. Each session must give the blob of
+its newest answered put, or of a put attempted after it, and hold the
+update row of every answered put. Last, it answers a flush, kills every
 node at once (everything held in memory is gone), restarts them all, and
 checks that every capture answered before that flush is still read.
 
@@ -44,6 +51,9 @@ COLD_CHATS = [f"cold{i}@g.us" for i in range(16)]
 HOT_CHAT = CHATS[0]
 MSG_IDS = [f"m{i}" for i in range(8)]
 SENDER = "s@s.whatsapp.net"
+SESSIONS = [f"campaign-s{i}" for i in range(6)]
+HOT_SESSION = SESSIONS[0]
+COLD_SESSIONS = [f"cold-s{i}" for i in range(8)]
 
 
 def hex32(n):
@@ -139,6 +149,12 @@ class Campaign:
         self.answered_flushes = 0
         self.failed_flushes = 0
         self.faults = {"kill": 0, "catch-up": 0, "stop": 0, "wipe": 0}
+        # Sessions: every put attempted, per session, in order, as
+        # [blob, row id, answered ok].
+        self.session_writes = {}
+        self.session_counter = 0
+        self.answered_session_puts = 0
+        self.failed_session_puts = 0
         self.stop_load = threading.Event()
 
     def cli(self, args, stdin=None, timeout="4s"):
@@ -195,6 +211,40 @@ class Campaign:
         for chat in COLD_CHATS:
             for msg in MSG_IDS:
                 self.writes[(chat, msg)][0][1] = True
+
+    def put_session(self, sid, timeout="4s"):
+        self.session_counter += 1
+        n = self.session_counter
+        blob = f"state {n} of {sid}\n"
+        row = f"u{n}"
+        path = os.path.join(self.work, f"blob-{n}")
+        with open(path, "w") as f:
+            f.write(blob)
+        with self.record_lock:
+            entry = [blob, row, None]
+            self.session_writes.setdefault(sid, []).append(entry)
+        rc, _, err = self.ccli(["session", "put", sid, path,
+                                "--update", f"{row}:note:{n}"], timeout=timeout)
+        os.unlink(path)
+        with self.record_lock:
+            entry[2] = rc == 0
+        return rc, err
+
+    def put_cold_sessions(self):
+        for sid in COLD_SESSIONS:
+            rc, err = self.put_session(sid, timeout="20s")
+            if rc != 0:
+                raise RuntimeError(f"the cold session {sid}'s put failed: {err.strip()}")
+
+    def session_load(self):
+        rng = random.Random(self.args.seed + 2)
+        while not self.stop_load.is_set():
+            sid = HOT_SESSION if rng.random() < 0.4 else rng.choice(SESSIONS)
+            rc, _ = self.put_session(sid)
+            if rc == 0:
+                self.answered_session_puts += 1
+            else:
+                self.failed_session_puts += 1
 
     def load(self):
         n = 0
@@ -291,6 +341,50 @@ class Campaign:
         got = [line.split(" ")[0].strip("-") for line in out.splitlines()]
         return dict(zip(keys, got))
 
+    def read_session(self, via, sid):
+        rc, blob, err = self.cli(via + ["session", "get", sid], timeout="10s")
+        if rc == 1:
+            return None, []
+        if rc != 0:
+            raise RuntimeError(f"session get {sid} through {via} failed: {err.strip()}")
+        rc, rows, err = self.cli(via + ["session", "updates", sid], timeout="10s")
+        if rc != 0:
+            raise RuntimeError(f"session updates {sid} through {via} failed: {err.strip()}")
+        return blob, [line.split(" ")[0] for line in rows.splitlines()]
+
+    def check_sessions(self, before=None):
+        """Every session through the cluster client and each of its
+        replicas: the blob of its newest answered put or a later attempt,
+        and the row of every answered put."""
+        lost = stale = reads = 0
+        problems = []
+        for sid in SESSIONS + COLD_SESSIONS:
+            writes = self.session_writes.get(sid, [])
+            count = before.get(sid, 0) if before is not None else len(writes)
+            answered = [i for i, w in enumerate(writes) if w[2] and i < count]
+            allowed = ({w[0] for w in writes[answered[-1]:]} if answered
+                       else {None} | {w[0] for w in writes})
+            rc, out, _ = self.ccli(["owner", "session", sid])
+            vias = [["--nodes", self.nodes_arg]] + [
+                ["--port", str(n.port)] for n in self.nodes
+                if rc == 0 and n.where in out.split()]
+            for via in vias:
+                reads += 1
+                blob, rows = self.read_session(via, sid)
+                missing = [writes[i][1] for i in answered if writes[i][1] not in rows]
+                if blob in allowed and not missing:
+                    continue
+                if blob is None or missing:
+                    lost += 1
+                else:
+                    stale += 1
+                if len(problems) < 10:
+                    problems.append({"via": " ".join(via), "session": sid,
+                                     "read": blob, "rows missing": missing[:5],
+                                     "newest answered": writes[answered[-1]][0]
+                                     if answered else None})
+        return lost, stale, reads, problems
+
     def views(self):
         """Who reads what: the cluster client every key, and each node, as
         coordinator, the keys of the chats it is a replica of."""
@@ -330,8 +424,11 @@ class Campaign:
             n.start()
         self.wait_caught_up()
         self.put_cold()
+        self.put_cold_sessions()
         loader = threading.Thread(target=self.load, daemon=True)
         loader.start()
+        session_loader = threading.Thread(target=self.session_load, daemon=True)
+        session_loader.start()
         kinds = ["kill", "catch-up", "stop", "wipe"]
         started = time.time()
         for cycle in range(self.args.cycles):
@@ -339,12 +436,15 @@ class Campaign:
             self.inject(kinds[cycle % 4] if cycle < 4 else self.rng.choice(kinds))
         self.stop_load.set()
         loader.join(timeout=180)
+        session_loader.join(timeout=180)
         self.wait_caught_up()
         lost, stale, reads, problems = self.check()
+        s_lost, s_stale, s_reads, s_problems = self.check_sessions()
         # Whole-cluster crash after an answered flush.
         rc, _, err = self.ccli(["secret", "flush"], timeout="30s")
         flushed = rc == 0
         before = {k: len(v) for k, v in self.writes.items()}
+        sessions_before = {k: len(v) for k, v in self.session_writes.items()}
         for n in self.nodes:
             n.kill()
         for n in self.nodes:
@@ -352,6 +452,9 @@ class Campaign:
         self.wait_caught_up()
         crash_lost, crash_stale, crash_reads, crash_problems = (
             self.check(before) if flushed else (0, 0, 0, []))
+        # An answered persist is durable on a majority, flush or not.
+        cs_lost, cs_stale, cs_reads, cs_problems = self.check_sessions(
+            sessions_before)
         for n in self.nodes:
             n.signal(signal.SIGTERM)
         for n in self.nodes:
@@ -369,15 +472,24 @@ class Campaign:
             "flushes_failed": self.failed_flushes,
             "keys_read": reads, "answered_writes_lost": lost,
             "stale_reads": stale,
+            "session_puts_answered": self.answered_session_puts,
+            "session_puts_failed": self.failed_session_puts,
+            "sessions_read": s_reads, "answered_persists_lost": s_lost,
+            "stale_session_reads": s_stale,
             "final_flush_answered": flushed,
             "after_whole_cluster_crash": {"keys_read": crash_reads,
                                           "lost": crash_lost,
-                                          "stale": crash_stale},
-            "problems": problems + crash_problems,
+                                          "stale": crash_stale,
+                                          "sessions_read": cs_reads,
+                                          "sessions_lost": cs_lost,
+                                          "sessions_stale": cs_stale},
+            "problems": problems + crash_problems + s_problems + cs_problems,
         }
         print(json.dumps(result))
         ok = (lost == 0 and stale == 0 and crash_lost == 0
-              and crash_stale == 0 and flushed and self.answered_puts > 0)
+              and crash_stale == 0 and flushed and self.answered_puts > 0
+              and s_lost == 0 and s_stale == 0 and cs_lost == 0
+              and cs_stale == 0 and self.answered_session_puts > 0)
         return 0 if ok else 1
 
 

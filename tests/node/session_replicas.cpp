@@ -15,6 +15,7 @@
 #include <coalesce/node/services.hpp>
 #include <coalesce/node/session_persister_service.hpp>
 #include <coalesce/node/session_replicas.hpp>
+#include <coalesce/node/session_sync.hpp>
 #include <coalesce/storage/session_store.hpp>
 
 #include "error_codes.hpp"
@@ -34,7 +35,12 @@ namespace {
 struct replica {
   std::unique_ptr<local_services> services;
   std::vector<session_replica_io_actor> io;
+  /// Set while its replica catches up; its endpoint refuses reads then.
+  std::shared_ptr<std::atomic<bool>> catching_up
+    = std::make_shared<std::atomic<bool>>(false);
   session_replica_requests endpoint;
+  /// Serves the peers' repair exchanges.
+  session_sync_actor repair;
   node_actor gateway;
 };
 
@@ -58,6 +64,7 @@ struct fixture {
     {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303}}};
   std::vector<actor> others;
   std::vector<replicated_sessions> coordinating;
+  std::vector<session_sync_actor> repairs;
   std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>();
 
   fixture() {
@@ -72,9 +79,12 @@ struct fixture {
                              .actors()
                              .io)
         r.io.push_back(actor_cast<session_replica_io_actor>(x));
-      r.endpoint = spawn_session_replica_endpoint(sys, r.io);
+      r.endpoint = spawn_session_replica_endpoint(sys, r.io, r.catching_up);
+      r.repair = sync_of(i, false);
       r.gateway = spawn_node_gateway(sys, r.services->handles(), {}, counters,
-                                     {}, r.endpoint);
+                                     {}, r.endpoint,
+                                     actor_cast<session_listing_requests>(
+                                       r.repair));
     }
   }
 
@@ -83,11 +93,36 @@ struct fixture {
       node.stop(sys, 1s);
     for (auto& x : others)
       anon_send_exit(x, exit_reason::user_shutdown);
+    scoped_actor self{sys};
+    for (auto& x : repairs) {
+      anon_send_exit(x, exit_reason::user_shutdown);
+      self->wait_for(x);
+    }
     for (auto& r : replicas) {
       anon_send_exit(r.gateway, exit_reason::user_shutdown);
       anon_send_exit(r.endpoint, exit_reason::user_shutdown);
       r.services->stop(30s);
     }
+  }
+
+  /// A repair of node `i`'s sessions, catching up first when `catch_up`,
+  /// reporting to `caught_up`; its peers are given later (`introduce`).
+  session_sync_actor sync_of(std::size_t i, bool catch_up,
+                             actor caught_up = {}) {
+    session_sync_settings settings{map,      i,     3,        10s, 0s, 100ms,
+                                   catch_up, replicas[i].catching_up,
+                                   counters};
+    auto result = spawn_session_sync(sys, replicas[i].services->database(),
+                                     replicas[i].io, caught_up, settings);
+    repairs.push_back(result);
+    return result;
+  }
+
+  /// Tells `repair` (of node `i`) where the other replicas' gateways are.
+  void introduce(const session_sync_actor& repair, std::size_t i) {
+    for (uint64_t p = 0; p < 3; ++p)
+      if (p != i)
+        anon_send(repair, peer_up_atom::value, p, replicas[p].gateway);
   }
 
   node_actor silent() {
@@ -107,7 +142,8 @@ struct fixture {
                                std::array<node_actor, 3> peers = {},
                                caf::timespan timeout = 10s) {
     auto result = start_replicated_sessions(
-      sys, replicas[i].io, {map, i, 3, timeout, counters}, {});
+      sys, replicas[i].io,
+      {map, i, 3, timeout, counters, replicas[i].catching_up}, {});
     for (uint64_t p = 0; p < 3; ++p) {
       if (p == i)
         continue;
@@ -332,6 +368,66 @@ CAF_TEST(a delete leaves a tombstone on every replica) {
   auto loaded = load_at(persister, "s");
   CAF_REQUIRE(!loaded);
   CAF_CHECK_EQUAL(code_of(loaded.error()), code(errc::not_found));
+}
+
+CAF_TEST(a replica that lost what it held catches up before it answers reads) {
+  auto h = handle();
+  {
+    // Node 2 misses every write.
+    auto persister = node(0, {node_actor{}, node_actor{}, silent()});
+    CAF_REQUIRE(register_at(persister, "s", h));
+    for (int i = 1; i <= 5; ++i)
+      CAF_REQUIRE(persist_at(persister, "s", h, "v" + std::to_string(i),
+                             {row("r" + std::to_string(i), i)}));
+    auto other = handle();
+    CAF_REQUIRE(register_at(persister, "t", other));
+    CAF_REQUIRE(persist_at(persister, "t", other, "t1", {row("a", 1)}));
+    CAF_REQUIRE(ask<ok_atom>(persister, delete_atom::value, std::string{"t"}));
+  }
+  CAF_CHECK(!held_by(2, "s"));
+  // While it catches up, its replica refuses every read, a peer's too.
+  replicas[2].catching_up->store(true);
+  auto refused = ask<replica_answer>(replicas[2].gateway, replica_atom::value,
+                                     version_atom::value, std::string{"s"});
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
+  scoped_actor waiter{sys};
+  auto repair = sync_of(2, true, actor_cast<actor>(waiter));
+  introduce(repair, 2);
+  waiter->receive([](caught_up_atom) {},
+                  after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_CHECK(!replicas[2].catching_up->load());
+  auto held = held_by(2, "s");
+  CAF_REQUIRE(held);
+  CAF_CHECK_EQUAL(held->blob, "v5");
+  CAF_CHECK_EQUAL(ids_of(*held), (ids{"r1", "r2", "r3", "r4", "r5"}));
+  CAF_CHECK(same_content(version_at(2, "s"), version_at(0, "s")));
+  // The claims and the delete came along.
+  CAF_CHECK_EQUAL(version_at(2, "s").generation, version_at(0, "s").generation);
+  CAF_CHECK_EQUAL(version_at(2, "t").content,
+                  static_cast<uint8_t>(session_content::deleted));
+  CAF_CHECK_GREATER_OR_EQUAL(counters->keys_repaired.load(), 2u);
+}
+
+CAF_TEST(a catching up replica does not count toward a read) {
+  auto h = handle();
+  auto first = node(0);
+  CAF_REQUIRE(register_at(first, "s", h));
+  CAF_REQUIRE(persist_at(first, "s", h, "v1", {row("a", 1)}));
+  // Node 1's replica catches up (as after a wiped disk) and node 0 is
+  // gone: node 2 alone is no majority, so the read fails rather than
+  // trust a replica that may have lost the newest write.
+  replicas[1].catching_up->store(true);
+  auto second = node(1, {silent(), node_actor{}, node_actor{}}, 300ms);
+  auto loaded = load_at(second, "s");
+  CAF_REQUIRE(!loaded);
+  CAF_CHECK_EQUAL(code_of(loaded.error()), code(errc::no_quorum));
+  CAF_CHECK(sys.render(loaded.error()).find("is catching up")
+            != std::string::npos);
+  replicas[1].catching_up->store(false);
+  auto again = load_at(second, "s");
+  CAF_REQUIRE(again);
+  CAF_CHECK_EQUAL(again->blob, "v1");
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,326 @@
+#include <coalesce/node/session_sync.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/messages/routing_key.hpp>
+#include <coalesce/storage/session_store.hpp>
+
+namespace coalesce {
+
+namespace {
+
+using catch_up_atom = caf::atom_constant<caf::atom("catchup")>;
+using repair_atom = caf::atom_constant<caf::atom("repair")>;
+
+/// What the actor handles: its interface plus its own timers.
+using session_sync_impl = session_sync_actor::extend<
+  caf::reacts_to<catch_up_atom, bool>, caf::reacts_to<repair_atom>>;
+
+struct session_sync_state {
+  static inline const char* name = "session_sync";
+  std::shared_ptr<storage::database> db;
+  std::vector<session_replica_io_actor> local;
+  caf::actor caught_up;
+  session_sync_settings settings;
+  /// Each peer's gateway by its index in the cluster list, when known.
+  std::vector<node_actor> peers;
+  /// Peers not yet caught up from (empty once caught up).
+  std::set<std::size_t> missing;
+  bool catching_up = false;
+  bool retry_scheduled = false;
+  std::chrono::steady_clock::time_point catch_up_started;
+  uint64_t caught_up_sessions = 0;
+  /// The peers left in the round under way.
+  std::deque<std::size_t> round;
+  bool exchanging = false;
+  /// Peers whose last exchange failed: logged once until one succeeds.
+  std::set<std::size_t> failing;
+  /// The peer of the exchange under way, and what ends it early.
+  std::size_t exchange_peer = 0;
+  std::function<void()> abort_exchange;
+};
+
+using sync_pointer = session_sync_impl::stateful_pointer<session_sync_state>;
+
+const session_replica_io_actor& io_for(sync_pointer self,
+                                       const std::string& session) {
+  auto& io = self->state.local;
+  return io[std::hash<std::string>{}(session) % io.size()];
+}
+
+bool replicated_by(sync_pointer self, const std::string& session,
+                   std::size_t node) {
+  const auto& settings = self->state.settings;
+  auto nodes = settings.map.replica_indices(
+    routing_key{key_kind::session, session}, settings.replicas);
+  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+/// What this node holds of the sessions `asker` is a replica of.
+caf::expected<std::vector<session_listing>> listing_for(sync_pointer self,
+                                                        std::size_t asker) {
+  std::vector<session_listing> result;
+  auto err = storage::scan_session_versions(
+    *self->state.db, [&](session_listing&& x) {
+      if (replicated_by(self, x.session, asker))
+        result.push_back(std::move(x));
+    });
+  if (err)
+    return err;
+  return result;
+}
+
+/// Whether `theirs` holds something `mine` lacks: newer content or a
+/// higher generation.
+bool worth_fetching(const session_version& theirs,
+                    const session_version* mine) {
+  if (mine == nullptr)
+    return true;
+  return newer_content(theirs, *mine) || theirs.generation > mine->generation;
+}
+
+/// Fetches each of `wanted` from the peer and installs it here, one after
+/// the other; `done(installed)` or the first error.
+void pull(sync_pointer self, node_actor gateway,
+          std::shared_ptr<std::vector<std::string>> wanted, std::size_t next,
+          uint64_t installed, std::function<void(caf::expected<uint64_t>)> done) {
+  if (next == wanted->size())
+    return done(installed);
+  const auto& session = (*wanted)[next];
+  auto timeout = self->state.settings.timeout;
+  auto fail = [done](caf::error& err) { done(std::move(err)); };
+  self
+    ->request(gateway, timeout, replica_atom::value, image_atom::value,
+              session)
+    .then(
+      [=](session_image& image) {
+        self
+          ->request(io_for(self, image.session), timeout,
+                    replica_atom::value, install_atom::value,
+                    storage::repair_ballot, image)
+          .then(
+            [=](replica_answer& answer) {
+              auto took = outcome_of(answer) == replica_outcome::applied
+                          && !newer_content(image.version, answer.version)
+                          && !newer_content(answer.version, image.version);
+              pull(self, gateway, wanted, next + 1,
+                   installed + (took ? 1 : 0), done);
+            },
+            fail);
+      },
+      fail);
+}
+
+/// One exchange with `peer`: `done(sessions installed)` or the error.
+void exchange(sync_pointer self, std::size_t peer,
+              std::function<void(caf::expected<uint64_t>)> done) {
+  auto& st = self->state;
+  const auto& where = st.settings.map.nodes()[peer];
+  // Peers come from the peer watch, which connects; one it has not reached
+  // is not compared with yet.
+  if (!st.peers[peer])
+    return done(make_error(errc::node_unreachable,
+                           where.text() + " has not been reached yet"));
+  auto gateway = st.peers[peer];
+  self
+    ->request(gateway, st.settings.timeout, replica_atom::value,
+              digest_atom::value, uint64_t{st.settings.self})
+    .then(
+      [self, gateway, done](std::vector<session_listing>& theirs) {
+        std::unordered_map<std::string, session_version> mine;
+        auto err = storage::scan_session_versions(
+          *self->state.db, [&](session_listing&& x) {
+            mine.emplace(std::move(x.session), x.version);
+          });
+        if (err)
+          return done(std::move(err));
+        auto wanted = std::make_shared<std::vector<std::string>>();
+        for (auto& x : theirs) {
+          auto i = mine.find(x.session);
+          if (worth_fetching(x.version, i == mine.end() ? nullptr : &i->second))
+            wanted->push_back(std::move(x.session));
+        }
+        pull(self, gateway, wanted, 0, 0, done);
+      },
+      [done](caf::error& err) { done(std::move(err)); });
+}
+
+void finish_catch_up(sync_pointer self) {
+  auto& st = self->state;
+  st.catching_up = false;
+  st.settings.catching_up->store(false);
+  --st.settings.counters->catching_up;
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::steady_clock::now() - st.catch_up_started);
+  spdlog::info("sessions: caught up from every peer: {} sessions repaired in "
+               "{} ms; serving reads",
+               st.caught_up_sessions, took.count());
+  if (st.caught_up)
+    caf::anon_send(st.caught_up, caught_up_atom::value);
+}
+
+/// Runs the exchanges of the round one after the other.
+void next_exchange(sync_pointer self) {
+  auto& st = self->state;
+  if (st.round.empty()) {
+    st.exchanging = false;
+    return;
+  }
+  st.exchanging = true;
+  auto peer = st.round.front();
+  st.round.pop_front();
+  // Decided once: by the exchange, or by the peer going down meanwhile.
+  auto decided = std::make_shared<bool>(false);
+  auto finish = [self, peer, decided](caf::expected<uint64_t> repaired) {
+    if (*decided)
+      return;
+    *decided = true;
+    auto& st = self->state;
+    st.abort_exchange = nullptr;
+    const auto where = st.settings.map.nodes()[peer].text();
+    if (repaired) {
+      ++st.settings.counters->sync_rounds;
+      st.settings.counters->keys_repaired += *repaired;
+      if (st.failing.erase(peer) > 0 || *repaired > 0)
+        spdlog::info("sessions: compared with peer {}: {} sessions repaired",
+                     where, *repaired);
+      if (st.catching_up) {
+        st.caught_up_sessions += *repaired;
+        st.missing.erase(peer);
+        if (st.missing.empty())
+          finish_catch_up(self);
+      }
+    } else if (st.failing.insert(peer).second) {
+      spdlog::warn("sessions: comparing with peer {} failed: {}{}", where,
+                   self->system().render(repaired.error()),
+                   st.catching_up ? " (still catching up; retrying)" : "");
+    }
+    next_exchange(self);
+  };
+  st.exchange_peer = peer;
+  st.abort_exchange = [finish]() mutable {
+    finish(make_error(errc::node_unreachable,
+                      "the peer went down during the exchange"));
+  };
+  exchange(self, peer, finish);
+}
+
+void start_round(sync_pointer self, const std::vector<std::size_t>& peers) {
+  auto& st = self->state;
+  if (st.exchanging)
+    return;
+  st.round.assign(peers.begin(), peers.end());
+  next_exchange(self);
+}
+
+std::vector<std::size_t> every_peer(sync_pointer self) {
+  std::vector<std::size_t> result;
+  for (std::size_t i = 0; i < self->state.settings.map.size(); ++i)
+    if (i != self->state.settings.self)
+      result.push_back(i);
+  return result;
+}
+
+session_sync_impl::behavior_type
+session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
+             std::vector<session_replica_io_actor> local, caf::actor caught_up,
+             session_sync_settings settings) {
+  auto& st = self->state;
+  st.db = std::move(db);
+  st.local = std::move(local);
+  st.caught_up = std::move(caught_up);
+  st.settings = std::move(settings);
+  st.peers.resize(st.settings.map.size());
+  if (st.settings.catch_up && st.settings.map.size() > 1) {
+    st.catching_up = true;
+    st.catch_up_started = std::chrono::steady_clock::now();
+    st.settings.catching_up->store(true);
+    ++st.settings.counters->catching_up;
+    for (auto peer : every_peer(self))
+      st.missing.insert(peer);
+    spdlog::info("sessions: the last stop was not clean (or never "
+                 "happened); catching up from every peer before answering "
+                 "reads");
+    self->send(self, catch_up_atom::value, false);
+  } else if (st.caught_up) {
+    caf::anon_send(st.caught_up, caught_up_atom::value);
+  }
+  if (st.settings.interval.count() > 0)
+    self->delayed_send(self, st.settings.interval, repair_atom::value);
+  return {
+    [self](replica_atom, digest_atom, uint64_t asker)
+      -> caf::result<std::vector<session_listing>> {
+      if (asker >= self->state.settings.map.size()
+          || asker == self->state.settings.self)
+        return make_error(errc::invalid_request,
+                          "no peer has index " + std::to_string(asker));
+      auto listing = listing_for(self, asker);
+      if (!listing)
+        return std::move(listing.error());
+      return std::move(*listing);
+    },
+    [self](peer_up_atom, uint64_t index, node_actor& gateway) {
+      auto& st = self->state;
+      if (index >= st.peers.size())
+        return;
+      st.peers[index] = std::move(gateway);
+      if (st.catching_up && st.missing.count(index) > 0)
+        self->send(self, catch_up_atom::value, false);
+    },
+    [self](peer_down_atom, uint64_t index) {
+      auto& st = self->state;
+      if (index < st.peers.size())
+        st.peers[index] = nullptr;
+      if (st.abort_exchange && st.exchange_peer == index) {
+        auto abort = std::move(st.abort_exchange);
+        abort();
+      }
+    },
+    [self](catch_up_atom, bool from_timer) {
+      auto& st = self->state;
+      if (from_timer)
+        st.retry_scheduled = false;
+      if (!st.catching_up)
+        return;
+      start_round(self, {st.missing.begin(), st.missing.end()});
+      if (!st.retry_scheduled) {
+        st.retry_scheduled = true;
+        self->delayed_send(self, st.settings.retry, catch_up_atom::value,
+                           true);
+      }
+    },
+    [self](repair_atom) {
+      start_round(self, every_peer(self));
+      self->delayed_send(self, self->state.settings.interval,
+                         repair_atom::value);
+    },
+  };
+}
+
+} // namespace
+
+session_sync_actor
+spawn_session_sync(caf::actor_system& sys,
+                   std::shared_ptr<storage::database> db,
+                   std::vector<session_replica_io_actor> local,
+                   caf::actor caught_up, session_sync_settings settings) {
+  auto actor = sys.spawn<caf::detached>(session_sync, std::move(db),
+                                        std::move(local), std::move(caught_up),
+                                        std::move(settings));
+  return caf::actor_cast<session_sync_actor>(actor);
+}
+
+} // namespace coalesce
