@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <coalesce/messages/errc.hpp>
+#include <coalesce/node/sync_rounds.hpp>
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/secret_codec.hpp>
 #include <coalesce/storage/secret_merge.hpp>
@@ -75,21 +76,9 @@ struct secret_sync_state {
   secret_sync_settings settings;
   /// Each peer's gateway by its index in the cluster list, when known.
   std::vector<node_actor> peers;
-  /// Peers not yet caught up from (empty once caught up).
-  std::set<std::size_t> missing;
-  bool catching_up = false;
+  std::unique_ptr<sync_rounds> rounds;
   /// Whether a retry of the catch-up is scheduled.
   bool retry_scheduled = false;
-  std::chrono::steady_clock::time_point catch_up_started;
-  uint64_t caught_up_keys = 0;
-  /// The peers left in the round under way; none while idle.
-  std::deque<std::size_t> round;
-  bool exchanging = false;
-  /// Peers whose last exchange failed: logged once until one succeeds.
-  std::set<std::size_t> failing;
-  /// The peer of the exchange under way, and what ends it early.
-  std::size_t exchange_peer = 0;
-  std::function<void()> abort_exchange;
 };
 
 using sync_pointer = secret_sync_impl::stateful_pointer<secret_sync_state>;
@@ -303,80 +292,6 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
   compare(self->state.peers[peer]);
 }
 
-void finish_catch_up(sync_pointer self) {
-  auto& st = self->state;
-  st.catching_up = false;
-  --st.settings.counters->catching_up;
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-    std::chrono::steady_clock::now() - st.catch_up_started);
-  if (st.settings.started_empty)
-    spdlog::info("secrets: refilled the empty data directory from its peers: "
-                 "{} keys in {} ms; serving reads",
-                 st.caught_up_keys, took.count());
-  else
-    spdlog::info("secrets: caught up from every peer: {} keys repaired in "
-                 "{} ms; serving reads",
-                 st.caught_up_keys, took.count());
-  if (st.caught_up)
-    caf::anon_send(st.caught_up, caught_up_atom::value);
-}
-
-/// Runs the exchanges of the round one after the other.
-void next_exchange(sync_pointer self) {
-  auto& st = self->state;
-  if (st.round.empty()) {
-    st.exchanging = false;
-    return;
-  }
-  st.exchanging = true;
-  auto peer = st.round.front();
-  st.round.pop_front();
-  // Decided once: by the exchange, or by the peer going down meanwhile (a
-  // partition leaves its requests unanswered until their timeouts).
-  auto decided = std::make_shared<bool>(false);
-  auto finish = [self, peer, decided](caf::expected<uint64_t> repaired) {
-    if (*decided)
-      return;
-    *decided = true;
-    auto& st = self->state;
-    st.abort_exchange = nullptr;
-    const auto where = st.settings.map.nodes()[peer].text();
-    if (repaired) {
-      ++st.settings.counters->sync_rounds;
-      st.settings.counters->keys_repaired += *repaired;
-      if (st.failing.erase(peer) > 0 || *repaired > 0)
-        spdlog::info("secrets: compared with peer {}: {} keys repaired",
-                     where, *repaired);
-      if (st.catching_up) {
-        st.caught_up_keys += *repaired;
-        st.missing.erase(peer);
-        if (st.missing.empty())
-          finish_catch_up(self);
-      }
-    } else if (st.failing.insert(peer).second) {
-      spdlog::warn("secrets: comparing with peer {} failed: {}{}", where,
-                   self->system().render(repaired.error()),
-                   st.catching_up ? " (still catching up; retrying)" : "");
-    }
-    next_exchange(self);
-  };
-  st.exchange_peer = peer;
-  st.abort_exchange = [finish]() mutable {
-    finish(make_error(errc::node_unreachable,
-                      "the peer went down during the exchange"));
-  };
-  exchange(self, peer, finish);
-}
-
-/// Starts a round with `peers` unless one is under way.
-void start_round(sync_pointer self, const std::vector<std::size_t>& peers) {
-  auto& st = self->state;
-  if (st.exchanging)
-    return;
-  st.round.assign(peers.begin(), peers.end());
-  next_exchange(self);
-}
-
 std::vector<std::size_t> every_peer(sync_pointer self) {
   std::vector<std::size_t> result;
   for (std::size_t i = 0; i < self->state.settings.map.size(); ++i)
@@ -395,12 +310,30 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
   st.caught_up = std::move(caught_up);
   st.settings = std::move(settings);
   st.peers.resize(st.settings.map.size());
+  st.rounds = std::make_unique<sync_rounds>(
+    "secrets", "keys", st.settings.counters,
+    [self](std::size_t peer, sync_rounds::report_fn done) {
+      exchange(self, peer, std::move(done));
+    },
+    [self](std::size_t peer) {
+      return self->state.settings.map.nodes()[peer].text();
+    },
+    [self](const caf::error& err) { return self->system().render(err); });
   if (st.settings.catch_up && st.settings.map.size() > 1) {
-    st.catching_up = true;
-    st.catch_up_started = std::chrono::steady_clock::now();
-    ++st.settings.counters->catching_up;
-    for (auto peer : every_peer(self))
-      st.missing.insert(peer);
+    st.rounds->start_catch_up(
+      every_peer(self), [self](uint64_t repaired, std::chrono::milliseconds took) {
+        auto& st = self->state;
+        if (st.settings.started_empty)
+          spdlog::info("secrets: refilled the empty data directory from its "
+                       "peers: {} keys in {} ms; serving reads",
+                       repaired, took.count());
+        else
+          spdlog::info("secrets: caught up from every peer: {} keys repaired "
+                       "in {} ms; serving reads",
+                       repaired, took.count());
+        if (st.caught_up)
+          caf::anon_send(st.caught_up, caught_up_atom::value);
+      });
     spdlog::info("secrets: {}; catching up from every peer before answering "
                  "reads",
                  st.settings.started_empty
@@ -446,25 +379,22 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
         return;
       st.peers[index] = std::move(gateway);
       // A peer back up is the moment a catch-up can complete.
-      if (st.catching_up && st.missing.count(index) > 0)
+      if (st.rounds->waits_for(index))
         self->send(self, catch_up_atom::value, false);
     },
     [self](peer_down_atom, uint64_t index) {
       auto& st = self->state;
       if (index < st.peers.size())
         st.peers[index] = nullptr;
-      if (st.abort_exchange && st.exchange_peer == index) {
-        auto abort = std::move(st.abort_exchange);
-        abort();
-      }
+      st.rounds->peer_down(index);
     },
     [self](catch_up_atom, bool from_timer) {
       auto& st = self->state;
       if (from_timer)
         st.retry_scheduled = false;
-      if (!st.catching_up)
+      if (!st.rounds->catching_up())
         return;
-      start_round(self, {st.missing.begin(), st.missing.end()});
+      st.rounds->retry_catch_up();
       if (!st.retry_scheduled) {
         st.retry_scheduled = true;
         self->delayed_send(self, st.settings.retry, catch_up_atom::value,
@@ -472,7 +402,7 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       }
     },
     [self](repair_atom) {
-      start_round(self, every_peer(self));
+      self->state.rounds->start_round(every_peer(self));
       self->delayed_send(self, self->state.settings.interval,
                          repair_atom::value);
     },

@@ -16,6 +16,7 @@
 
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/sync_rounds.hpp>
 #include <coalesce/storage/session_store.hpp>
 
 namespace coalesce {
@@ -37,20 +38,8 @@ struct session_sync_state {
   session_sync_settings settings;
   /// Each peer's gateway by its index in the cluster list, when known.
   std::vector<node_actor> peers;
-  /// Peers not yet caught up from (empty once caught up).
-  std::set<std::size_t> missing;
-  bool catching_up = false;
+  std::unique_ptr<sync_rounds> rounds;
   bool retry_scheduled = false;
-  std::chrono::steady_clock::time_point catch_up_started;
-  uint64_t caught_up_sessions = 0;
-  /// The peers left in the round under way.
-  std::deque<std::size_t> round;
-  bool exchanging = false;
-  /// Peers whose last exchange failed: logged once until one succeeds.
-  std::set<std::size_t> failing;
-  /// The peer of the exchange under way, and what ends it early.
-  std::size_t exchange_peer = 0;
-  std::function<void()> abort_exchange;
 };
 
 using sync_pointer = session_sync_impl::stateful_pointer<session_sync_state>;
@@ -158,74 +147,6 @@ void exchange(sync_pointer self, std::size_t peer,
       [done](caf::error& err) { done(std::move(err)); });
 }
 
-void finish_catch_up(sync_pointer self) {
-  auto& st = self->state;
-  st.catching_up = false;
-  st.settings.catching_up->store(false);
-  --st.settings.counters->catching_up;
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-    std::chrono::steady_clock::now() - st.catch_up_started);
-  spdlog::info("sessions: caught up from every peer: {} sessions repaired in "
-               "{} ms; serving reads",
-               st.caught_up_sessions, took.count());
-  if (st.caught_up)
-    caf::anon_send(st.caught_up, caught_up_atom::value);
-}
-
-/// Runs the exchanges of the round one after the other.
-void next_exchange(sync_pointer self) {
-  auto& st = self->state;
-  if (st.round.empty()) {
-    st.exchanging = false;
-    return;
-  }
-  st.exchanging = true;
-  auto peer = st.round.front();
-  st.round.pop_front();
-  // Decided once: by the exchange, or by the peer going down meanwhile.
-  auto decided = std::make_shared<bool>(false);
-  auto finish = [self, peer, decided](caf::expected<uint64_t> repaired) {
-    if (*decided)
-      return;
-    *decided = true;
-    auto& st = self->state;
-    st.abort_exchange = nullptr;
-    const auto where = st.settings.map.nodes()[peer].text();
-    if (repaired) {
-      ++st.settings.counters->sync_rounds;
-      st.settings.counters->keys_repaired += *repaired;
-      if (st.failing.erase(peer) > 0 || *repaired > 0)
-        spdlog::info("sessions: compared with peer {}: {} sessions repaired",
-                     where, *repaired);
-      if (st.catching_up) {
-        st.caught_up_sessions += *repaired;
-        st.missing.erase(peer);
-        if (st.missing.empty())
-          finish_catch_up(self);
-      }
-    } else if (st.failing.insert(peer).second) {
-      spdlog::warn("sessions: comparing with peer {} failed: {}{}", where,
-                   self->system().render(repaired.error()),
-                   st.catching_up ? " (still catching up; retrying)" : "");
-    }
-    next_exchange(self);
-  };
-  st.exchange_peer = peer;
-  st.abort_exchange = [finish]() mutable {
-    finish(make_error(errc::node_unreachable,
-                      "the peer went down during the exchange"));
-  };
-  exchange(self, peer, finish);
-}
-
-void start_round(sync_pointer self, const std::vector<std::size_t>& peers) {
-  auto& st = self->state;
-  if (st.exchanging)
-    return;
-  st.round.assign(peers.begin(), peers.end());
-  next_exchange(self);
-}
-
 std::vector<std::size_t> every_peer(sync_pointer self) {
   std::vector<std::size_t> result;
   for (std::size_t i = 0; i < self->state.settings.map.size(); ++i)
@@ -244,19 +165,34 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
   st.caught_up = std::move(caught_up);
   st.settings = std::move(settings);
   st.peers.resize(st.settings.map.size());
+  st.rounds = std::make_unique<sync_rounds>(
+    "sessions", "sessions", st.settings.counters,
+    [self](std::size_t peer, sync_rounds::report_fn done) {
+      exchange(self, peer, std::move(done));
+    },
+    [self](std::size_t peer) {
+      return self->state.settings.map.nodes()[peer].text();
+    },
+    [self](const caf::error& err) { return self->system().render(err); });
   if (st.settings.catch_up && st.settings.map.size() > 1) {
-    st.catching_up = true;
-    st.catch_up_started = std::chrono::steady_clock::now();
     st.settings.catching_up->store(true);
-    ++st.settings.counters->catching_up;
-    for (auto peer : every_peer(self))
-      st.missing.insert(peer);
+    st.rounds->start_catch_up(
+      every_peer(self), [self](uint64_t repaired, std::chrono::milliseconds took) {
+        self->state.settings.catching_up->store(false);
+        spdlog::info("sessions: caught up from every peer: {} sessions "
+                     "repaired in {} ms; serving reads",
+                     repaired, took.count());
+        if (self->state.caught_up)
+          caf::anon_send(self->state.caught_up, caught_up_atom::value);
+      });
     spdlog::info("sessions: the last stop was not clean (or never "
                  "happened); catching up from every peer before answering "
                  "reads");
     self->send(self, catch_up_atom::value, false);
-  } else if (st.caught_up) {
-    caf::anon_send(st.caught_up, caught_up_atom::value);
+  } else {
+    st.settings.catching_up->store(false);
+    if (st.caught_up)
+      caf::anon_send(st.caught_up, caught_up_atom::value);
   }
   if (st.settings.interval.count() > 0)
     self->delayed_send(self, st.settings.interval, repair_atom::value);
@@ -277,25 +213,23 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (index >= st.peers.size())
         return;
       st.peers[index] = std::move(gateway);
-      if (st.catching_up && st.missing.count(index) > 0)
+      // A peer back up is the moment a catch-up can complete.
+      if (st.rounds->waits_for(index))
         self->send(self, catch_up_atom::value, false);
     },
     [self](peer_down_atom, uint64_t index) {
       auto& st = self->state;
       if (index < st.peers.size())
         st.peers[index] = nullptr;
-      if (st.abort_exchange && st.exchange_peer == index) {
-        auto abort = std::move(st.abort_exchange);
-        abort();
-      }
+      st.rounds->peer_down(index);
     },
     [self](catch_up_atom, bool from_timer) {
       auto& st = self->state;
       if (from_timer)
         st.retry_scheduled = false;
-      if (!st.catching_up)
+      if (!st.rounds->catching_up())
         return;
-      start_round(self, {st.missing.begin(), st.missing.end()});
+      st.rounds->retry_catch_up();
       if (!st.retry_scheduled) {
         st.retry_scheduled = true;
         self->delayed_send(self, st.settings.retry, catch_up_atom::value,
@@ -303,7 +237,7 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       }
     },
     [self](repair_atom) {
-      start_round(self, every_peer(self));
+      self->state.rounds->start_round(every_peer(self));
       self->delayed_send(self, self->state.settings.interval,
                          repair_atom::value);
     },

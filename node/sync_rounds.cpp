@@ -1,0 +1,107 @@
+#include <coalesce/node/sync_rounds.hpp>
+
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include <coalesce/messages/errc.hpp>
+
+namespace coalesce {
+
+sync_rounds::sync_rounds(std::string kind, std::string unit,
+                         std::shared_ptr<peer_counters> counters,
+                         exchange_fn exchange,
+                         std::function<std::string(std::size_t)> name_of,
+                         std::function<std::string(const caf::error&)> render)
+  : kind_(std::move(kind)),
+    unit_(std::move(unit)),
+    counters_(std::move(counters)),
+    exchange_(std::move(exchange)),
+    name_of_(std::move(name_of)),
+    render_(std::move(render)) {
+  // nop
+}
+
+void sync_rounds::start_catch_up(
+  std::vector<std::size_t> peers,
+  std::function<void(uint64_t, std::chrono::milliseconds)> caught_up) {
+  catching_up_ = true;
+  catch_up_started_ = std::chrono::steady_clock::now();
+  caught_up_ = std::move(caught_up);
+  missing_.insert(peers.begin(), peers.end());
+  ++counters_->catching_up;
+}
+
+void sync_rounds::retry_catch_up() {
+  if (catching_up_)
+    start_round({missing_.begin(), missing_.end()});
+}
+
+void sync_rounds::start_round(std::vector<std::size_t> peers) {
+  if (exchanging_)
+    return;
+  round_.assign(peers.begin(), peers.end());
+  next_exchange();
+}
+
+void sync_rounds::peer_down(std::size_t peer) {
+  if (abort_exchange_ && exchange_peer_ == peer) {
+    auto abort = std::move(abort_exchange_);
+    abort();
+  }
+}
+
+void sync_rounds::next_exchange() {
+  if (round_.empty()) {
+    exchanging_ = false;
+    return;
+  }
+  exchanging_ = true;
+  auto peer = round_.front();
+  round_.pop_front();
+  // Decided once: by the exchange, or by the peer going down meanwhile.
+  auto decided = std::make_shared<bool>(false);
+  auto done = [this, peer, decided](caf::expected<uint64_t> repaired) {
+    if (*decided)
+      return;
+    *decided = true;
+    finish(peer, std::move(repaired));
+  };
+  exchange_peer_ = peer;
+  abort_exchange_ = [done]() mutable {
+    done(make_error(errc::node_unreachable,
+                    "the peer went down during the exchange"));
+  };
+  exchange_(peer, done);
+}
+
+void sync_rounds::finish(std::size_t peer, caf::expected<uint64_t> repaired) {
+  abort_exchange_ = nullptr;
+  const auto where = name_of_(peer);
+  if (repaired) {
+    ++counters_->sync_rounds;
+    counters_->keys_repaired += *repaired;
+    if (failing_.erase(peer) > 0 || *repaired > 0)
+      spdlog::info("{}: compared with peer {}: {} {} repaired", kind_, where,
+                   *repaired, unit_);
+    if (catching_up_) {
+      caught_up_repaired_ += *repaired;
+      missing_.erase(peer);
+      if (missing_.empty()) {
+        catching_up_ = false;
+        --counters_->catching_up;
+        auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - catch_up_started_);
+        if (caught_up_)
+          caught_up_(caught_up_repaired_, took);
+      }
+    }
+  } else if (failing_.insert(peer).second) {
+    spdlog::warn("{}: comparing with peer {} failed: {}{}", kind_, where,
+                 render_(repaired.error()),
+                 catching_up_ ? " (still catching up; retrying)" : "");
+  }
+  next_exchange();
+}
+
+} // namespace coalesce

@@ -1,0 +1,99 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+
+/// Rounds of repair exchanges with a node's peers, one exchange at a time,
+/// and the catch-up from every peer they complete: what the repairs of
+/// secrets (secret_sync.hpp) and of sessions (session_sync.hpp) share. Not
+/// an actor: a repair actor keeps one in its state and calls it from its
+/// handlers, so everything here runs in that actor.
+///
+/// - An exchange is the repair's own (`exchange_fn`); it reports once, with
+///   what it repaired or why it failed. A peer that goes down during its
+///   exchange fails it at once (a partition would leave its requests
+///   unanswered until their timeouts).
+/// - Every completed exchange counts a sync round and what it repaired
+///   (`peer_counters`); a failure is logged when a peer starts failing, a
+///   success when it repaired something or a peer stopped failing.
+/// - While catching up, the node's `catching_up` gauge counts it; the
+///   catch-up ends once an exchange with every peer completed.
+namespace coalesce {
+
+class sync_rounds {
+public:
+  /// What an exchange reports: what it repaired, or why it failed.
+  using report_fn = std::function<void(caf::expected<uint64_t>)>;
+  using exchange_fn = std::function<void(std::size_t peer, report_fn done)>;
+
+  /// `kind` names the repaired data in the log ("secrets"), `unit` what
+  /// is counted ("keys"); `name_of` a peer's address, `render` an error.
+  sync_rounds(std::string kind, std::string unit,
+              std::shared_ptr<peer_counters> counters, exchange_fn exchange,
+              std::function<std::string(std::size_t)> name_of,
+              std::function<std::string(const caf::error&)> render);
+
+  /// Starts catching up from `peers`: `caught_up(repaired, took)` runs
+  /// once an exchange with each completed. Call `retry_catch_up` to run
+  /// the exchanges still missing (at once, and whenever a retry is due).
+  void start_catch_up(
+    std::vector<std::size_t> peers,
+    std::function<void(uint64_t, std::chrono::milliseconds)> caught_up);
+
+  bool catching_up() const {
+    return catching_up_;
+  }
+
+  /// Whether the catch-up still waits for an exchange with `peer`.
+  bool waits_for(std::size_t peer) const {
+    return catching_up_ && missing_.count(peer) > 0;
+  }
+
+  /// A round with the peers the catch-up still misses.
+  void retry_catch_up();
+
+  /// Starts a round with `peers` unless one is under way.
+  void start_round(std::vector<std::size_t> peers);
+
+  /// `peer` went down: its exchange, if under way, fails now.
+  void peer_down(std::size_t peer);
+
+private:
+  void next_exchange();
+  void finish(std::size_t peer, caf::expected<uint64_t> repaired);
+
+  std::string kind_;
+  std::string unit_;
+  std::shared_ptr<peer_counters> counters_;
+  exchange_fn exchange_;
+  std::function<std::string(std::size_t)> name_of_;
+  std::function<std::string(const caf::error&)> render_;
+  /// Peers not yet caught up from (empty once caught up).
+  std::set<std::size_t> missing_;
+  bool catching_up_ = false;
+  std::chrono::steady_clock::time_point catch_up_started_;
+  uint64_t caught_up_repaired_ = 0;
+  std::function<void(uint64_t, std::chrono::milliseconds)> caught_up_;
+  /// The peers left in the round under way.
+  std::deque<std::size_t> round_;
+  bool exchanging_ = false;
+  /// Peers whose last exchange failed: logged once until one succeeds.
+  std::set<std::size_t> failing_;
+  /// The peer of the exchange under way, and what ends it early.
+  std::size_t exchange_peer_ = 0;
+  std::function<void()> abort_exchange_;
+};
+
+} // namespace coalesce
