@@ -183,11 +183,14 @@ void ask(coordinator_pointer self, std::size_t node, Answered answered,
 }
 
 /// The answers of one round to every replica of a session, decided once:
-/// `decide(true)` when `needed` succeeded, `decide(false)` when too few
-/// can.
+/// `decide(true, failures)` when a majority succeeded, `decide(false,
+/// failures)` when too few can. The decision gets the failures rather
+/// than the tally, so that it need not hold the tally that holds it.
 class tally {
 public:
-  tally(std::size_t replicas, std::function<void(bool)> decide)
+  using decision = std::function<void(bool, const std::string&)>;
+
+  tally(std::size_t replicas, decision decide)
     : open_(replicas), needed_(replicas / 2 + 1), decide_(std::move(decide)) {
     // nop
   }
@@ -214,7 +217,10 @@ private:
     if (decided_)
       return;
     decided_ = true;
-    decide_(ok);
+    // Released once used: what it holds goes with it.
+    auto decide = std::move(decide_);
+    decide_ = nullptr;
+    decide(ok, failures_);
   }
 
   std::size_t open_;
@@ -222,14 +228,15 @@ private:
   std::size_t ok_ = 0;
   bool decided_ = false;
   std::string failures_;
-  std::function<void(bool)> decide_;
+  decision decide_;
 };
 
-caf::error no_quorum(const std::string& session, const tally& votes) {
+caf::error no_quorum(const std::string& session,
+                     const std::string& failures) {
   return make_error(errc::no_quorum,
                     "session " + session
                       + ": no majority of its replicas; failed replicas: "
-                      + votes.failures());
+                      + failures);
 }
 
 /// A ballot above every one seen for the session.
@@ -324,13 +331,13 @@ void prepare(coordinator_pointer self, const std::string& session,
   view->answers.resize(nodes.size());
   auto preempted = std::make_shared<bool>(false);
   auto votes = std::make_shared<std::unique_ptr<tally>>();
-  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
     if (!ok) {
       if (*preempted && attempts_left > 0) {
         prepare(self, session, true, done, attempts_left - 1);
         return;
       }
-      done(no_quorum(session, **votes));
+      done(no_quorum(session, failures));
       return;
     }
     auto best = *view->newest();
@@ -416,7 +423,7 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
   auto preempted = std::make_shared<bool>(false);
   auto local_applied = std::make_shared<bool>(false);
   auto votes = std::make_shared<std::unique_ptr<tally>>();
-  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
     auto& c = coordination_of(self, session);
     if (ok && *local_applied) {
       c.local.ballot = target.ballot;
@@ -440,7 +447,7 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
                         + std::to_string(delta.generation)
                         + " was superseded on a majority of its replicas"));
     else
-      done(no_quorum(session, **votes));
+      done(no_quorum(session, failures));
   });
   auto self_index = self->state.settings.self;
   for (auto node : nodes) {
@@ -554,9 +561,9 @@ void load_call(coordinator_pointer self, const std::string& session,
   view->nodes = nodes;
   view->answers.resize(nodes.size());
   auto votes = std::make_shared<std::unique_ptr<tally>>();
-  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
     if (!ok) {
-      done(no_quorum(session, **votes));
+      done(no_quorum(session, failures));
       return;
     }
     auto best = *view->newest();
@@ -619,7 +626,7 @@ void claim_call(coordinator_pointer self, const std::string& session,
     auto ballot = coordination_of(self, session).ballot;
     auto stale = std::make_shared<bool>(false);
     auto votes = std::make_shared<std::unique_ptr<tally>>();
-    *votes = std::make_unique<tally>(nodes.size(), [=](bool ok) {
+    *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
       auto& c = coordination_of(self, session);
       if (ok) {
         c.floor = std::max(c.floor, generation);
@@ -635,7 +642,7 @@ void claim_call(coordinator_pointer self, const std::string& session,
                           + std::to_string(generation)
                           + " is taken on a majority of its replicas"));
       else
-        done(no_quorum(session, **votes));
+        done(no_quorum(session, failures));
     });
     for (auto node : nodes)
       ask<replica_answer>(
