@@ -24,8 +24,6 @@ namespace coalesce {
 
 namespace {
 
-using catch_up_atom = caf::atom_constant<caf::atom("catchup")>;
-using repair_atom = caf::atom_constant<caf::atom("repair")>;
 
 /// What the actor sends itself: a catch-up attempt (true: the retry timer's)
 /// and a periodic repair.
@@ -293,11 +291,8 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
 }
 
 std::vector<std::size_t> every_peer(sync_pointer self) {
-  std::vector<std::size_t> result;
-  for (std::size_t i = 0; i < self->state.settings.map.size(); ++i)
-    if (i != self->state.settings.self)
-      result.push_back(i);
-  return result;
+  return coalesce::every_peer(self->state.settings.map.size(),
+                              self->state.settings.self);
 }
 
 secret_sync_impl::behavior_type
@@ -374,38 +369,11 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       return std::move(*rows);
     },
     [self](peer_up_atom, uint64_t index, node_actor& gateway) {
-      auto& st = self->state;
-      if (index >= st.peers.size())
-        return;
-      st.peers[index] = std::move(gateway);
-      // A peer back up is the moment a catch-up can complete.
-      if (st.rounds->waits_for(index))
-        self->send(self, catch_up_atom::value, false);
+      on_peer_up(self, index, gateway);
     },
-    [self](peer_down_atom, uint64_t index) {
-      auto& st = self->state;
-      if (index < st.peers.size())
-        st.peers[index] = nullptr;
-      st.rounds->peer_down(index);
-    },
-    [self](catch_up_atom, bool from_timer) {
-      auto& st = self->state;
-      if (from_timer)
-        st.retry_scheduled = false;
-      if (!st.rounds->catching_up())
-        return;
-      st.rounds->retry_catch_up();
-      if (!st.retry_scheduled) {
-        st.retry_scheduled = true;
-        self->delayed_send(self, st.settings.retry, catch_up_atom::value,
-                           true);
-      }
-    },
-    [self](repair_atom) {
-      self->state.rounds->start_round(every_peer(self));
-      self->delayed_send(self, self->state.settings.interval,
-                         repair_atom::value);
-    },
+    [self](peer_down_atom, uint64_t index) { on_peer_down(self, index); },
+    [self](catch_up_atom, bool from_timer) { on_catch_up(self, from_timer); },
+    [self](repair_atom) { on_repair(self); },
   };
 }
 

@@ -104,4 +104,12 @@ void sync_rounds::finish(std::size_t peer, caf::expected<uint64_t> repaired) {
   next_exchange();
 }
 
+std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self) {
+  std::vector<std::size_t> result;
+  for (std::size_t i = 0; i < nodes; ++i)
+    if (i != self)
+      result.push_back(i);
+  return result;
+}
+
 } // namespace coalesce

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
@@ -95,5 +96,61 @@ private:
   std::size_t exchange_peer_ = 0;
   std::function<void()> abort_exchange_;
 };
+
+/// A repair's own messages: catch up now (or on its retry timer), and the
+/// periodic round.
+using catch_up_atom = caf::atom_constant<caf::atom("catchup")>;
+using repair_atom = caf::atom_constant<caf::atom("repair")>;
+
+/// Every node of the cluster list but `self`.
+std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self);
+
+// The handlers both repair actors share. `Self` is the actor; its state
+// holds `peers` (the gateways by index), `rounds`, `retry_scheduled` and
+// `settings` (`map`, `self`, `retry`, `interval`).
+
+/// A peer is up: its gateway is known, and a catch-up waiting for it may
+/// complete now.
+template <class Self, class Gateway>
+void on_peer_up(Self* self, uint64_t index, Gateway& gateway) {
+  auto& st = self->state;
+  if (index >= st.peers.size())
+    return;
+  st.peers[index] = std::move(gateway);
+  if (st.rounds->waits_for(index))
+    self->send(self, catch_up_atom::value, false);
+}
+
+/// A peer is down: forgotten, and its exchange fails now.
+template <class Self>
+void on_peer_down(Self* self, uint64_t index) {
+  auto& st = self->state;
+  if (index < st.peers.size())
+    st.peers[index] = nullptr;
+  st.rounds->peer_down(index);
+}
+
+/// Runs the catch-up's missing exchanges, with one retry timer at a time.
+template <class Self>
+void on_catch_up(Self* self, bool from_timer) {
+  auto& st = self->state;
+  if (from_timer)
+    st.retry_scheduled = false;
+  if (!st.rounds->catching_up())
+    return;
+  st.rounds->retry_catch_up();
+  if (!st.retry_scheduled) {
+    st.retry_scheduled = true;
+    self->delayed_send(self, st.settings.retry, catch_up_atom::value, true);
+  }
+}
+
+/// The periodic round with every peer, and the next one's timer.
+template <class Self>
+void on_repair(Self* self) {
+  auto& st = self->state;
+  st.rounds->start_round(every_peer(st.settings.map.size(), st.settings.self));
+  self->delayed_send(self, st.settings.interval, repair_atom::value);
+}
 
 } // namespace coalesce
