@@ -42,13 +42,16 @@ start_cluster() { # start_cluster GROUP [ARGS...]: three fresh nodes named GROUP
 
 # wait_caught_up I...: until each member logged that its secrets and its
 # sessions caught up from its peers (a node without a clean stop answers no
-# read before).
+# read before), once for each time it started: a member's log is appended
+# across restarts, and every start in this file follows a crash or a fresh
+# directory, so an earlier start's line must not count for the latest.
 wait_caught_up() {
-  local i
+  local i starts
   for i in "$@"; do
-    wait_log_count "$WORK/${GROUP}n$i.log" "secrets: \(caught up\|refilled\)" 1 30 \
+    starts=$(grep -c "listening on 127.0.0.1:${PORTS[$i]}" "$WORK/${GROUP}n$i.log")
+    wait_log_count "$WORK/${GROUP}n$i.log" "secrets: \(caught up\|refilled\)" "$starts" 30 \
       || { echo "    node $i did not catch up within 30 s" >&2; return 1; }
-    wait_log_count "$WORK/${GROUP}n$i.log" "sessions: caught up" 1 30 \
+    wait_log_count "$WORK/${GROUP}n$i.log" "sessions: caught up" "$starts" 30 \
       || { echo "    node $i did not catch its sessions up within 30 s" >&2; return 1; }
   done
 }
