@@ -9,6 +9,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <coalesce/messages/atoms.hpp>
+#include <coalesce/messages/replica_protocol.hpp>
 #include <coalesce/messages/session.hpp>
 
 /// What a session's coordinator and the session's other replicas say to
@@ -27,16 +28,8 @@
 ///   replica that missed writes is sent the whole session instead.
 namespace coalesce {
 
-/// A coordinator's first request of a session: promise it this ballot.
-using prepare_atom = caf::atom_constant<caf::atom("prepare")>;
 /// Claim a generation for a handle (a register).
 using claim_atom = caf::atom_constant<caf::atom("claim")>;
-/// Replace the replica's content with a whole session (a replica behind).
-using install_atom = caf::atom_constant<caf::atom("install")>;
-/// The whole session as a replica holds it.
-using image_atom = caf::atom_constant<caf::atom("image")>;
-/// What a replica holds of a session, changing nothing.
-using version_atom = caf::atom_constant<caf::atom("version")>;
 
 /// What a replica's content is.
 enum class session_content : uint8_t { none = 0, blob = 1, deleted = 2 };
@@ -120,19 +113,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_listing& x) {
   return f(caf::meta::type_name("session_listing"), x.session, x.version);
 }
-
-/// How a replica took a request.
-enum class replica_outcome : uint8_t {
-  /// Done (or nothing to do: an install of content not newer).
-  applied = 0,
-  /// A delta whose base is not this replica's version: send the image.
-  out_of_sync = 1,
-  /// The sender's ballot is below the one promised: another coordinator
-  /// took the session over.
-  preempted = 2,
-  /// The generation is below the floor, or claimed by another handle.
-  stale = 3,
-};
 
 /// A replica's answer: how it took the request and what it holds after.
 struct replica_answer {

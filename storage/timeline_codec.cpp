@@ -13,6 +13,9 @@ constexpr uint8_t value_format = 1;
 constexpr char event_tag = 'e';
 constexpr char head_tag = 'h';
 constexpr char position_tag = 'p';
+constexpr char replica_tag = 'r';
+/// Above every tag: the end of a room's keys.
+constexpr char end_tag = 's';
 
 std::string room_prefix(const std::string& room, char tag) {
   std::string out;
@@ -53,6 +56,55 @@ std::string encode_head_key(const std::string& room) {
 
 std::string encode_position_key(const std::string& room) {
   return room_prefix(room, position_tag);
+}
+
+std::string encode_replica_key(const std::string& room) {
+  return room_prefix(room, replica_tag);
+}
+
+std::string encode_room_end_key(const std::string& room) {
+  return room_prefix(room, end_tag);
+}
+
+std::optional<std::string> decode_room_of_key(std::string_view bytes) {
+  reader in{bytes};
+  std::string room;
+  uint8_t tag = 0;
+  if (!in.string(room) || !in.u8(tag))
+    return std::nullopt;
+  return room;
+}
+
+std::string encode_replica_meta(const replica_meta& meta) {
+  std::string out;
+  out.reserve(1 + 8 + 4 + 16 * meta.segments.size());
+  out.push_back(static_cast<char>(value_format));
+  put_u64_be(out, meta.promised);
+  put_u32_be(out, static_cast<uint32_t>(meta.segments.size()));
+  for (const auto& x : meta.segments) {
+    put_u64_be(out, x.ballot);
+    put_u64_be(out, x.start);
+  }
+  return out;
+}
+
+std::optional<replica_meta> decode_replica_meta(std::string_view bytes) {
+  reader in{bytes};
+  replica_meta meta;
+  uint8_t format = 0;
+  uint32_t count = 0;
+  if (!in.u8(format) || format != value_format || !in.u64_be(meta.promised)
+      || !in.u32_be(count))
+    return std::nullopt;
+  for (uint32_t i = 0; i < count; ++i) {
+    timeline_segment x;
+    if (!in.u64_be(x.ballot) || !in.u64_be(x.start))
+      return std::nullopt;
+    meta.segments.push_back(x);
+  }
+  if (!in.at_end())
+    return std::nullopt;
+  return meta;
 }
 
 std::string encode_event_value(const timeline_event& event) {
