@@ -21,9 +21,7 @@ struct node_gateway_state {
   service_handles services;
   foreign_owner_fn foreign_owner;
   std::shared_ptr<const peer_counters> peers;
-  secret_sync_requests sync;
-  session_replica_requests session_replicas;
-  session_listing_requests session_sync;
+  replica_endpoints replicas;
   std::chrono::steady_clock::time_point started
     = std::chrono::steady_clock::now();
   bool shutting_down = false;
@@ -216,73 +214,72 @@ caf::result<caf::message> refuse_unknown(caf::scheduled_actor*,
 std::optional<caf::error> refuse_sync(gateway_pointer self) {
   if (self->state.shutting_down)
     return refuse(self);
-  if (!self->state.sync)
+  if (!self->state.replicas.secret_sync)
     return make_error(errc::invalid_request,
                       "this node keeps no replicas of secrets to compare");
   return std::nullopt;
 }
 
-/// The handler of one replica request of sessions: to `target` (this
-/// node's replicas of sessions, coalesce/node/session_replicas.hpp, or
-/// their repair, coalesce/node/session_sync.hpp), or refused.
+/// The handler of one replica request: to `target` (one of this node's
+/// `replica_endpoints`), or refused naming what (`kept`) this node keeps
+/// no replicas of.
 template <class Target, class... Args, class Output>
-auto session_replica_forwarder(gateway_pointer self, Target target,
-                               type_list<Args...>, type_list<Output>) {
-  return [self, target](Args&... args) -> caf::result<Output> {
+auto replica_forwarder(gateway_pointer self, Target target, const char* kept,
+                       type_list<Args...>, type_list<Output>) {
+  return [self, target, kept](Args&... args) -> caf::result<Output> {
     if (self->state.shutting_down)
       return refuse(self);
-    const auto& handle = self->state.*target;
+    const auto& handle = self->state.replicas.*target;
     if (!handle)
       return make_error(errc::invalid_request,
-                        "this node keeps no replicas of sessions");
+                        std::string{"this node keeps no replicas of "}
+                          + kept);
     return self->delegate(handle, std::move(args)...);
   };
 }
 
 template <class Target, class... Signatures>
-auto session_replica_forwarders(gateway_pointer self, Target target,
-                                type_list<Signatures...>) {
-  return std::make_tuple(session_replica_forwarder(
-    self, target, inputs_of<Signatures>{}, outputs_of<Signatures>{})...);
+auto replica_forwarders(gateway_pointer self, Target target, const char* kept,
+                        type_list<Signatures...>) {
+  return std::make_tuple(replica_forwarder(self, target, kept,
+                                           inputs_of<Signatures>{},
+                                           outputs_of<Signatures>{})...);
 }
 
 node_actor::behavior_type node_gateway(gateway_pointer self,
                                        service_handles services,
                                        foreign_owner_fn foreign_owner,
                                        std::shared_ptr<const peer_counters> peers,
-                                       secret_sync_requests sync,
-                                       session_replica_requests
-                                         session_replicas,
-                                       session_listing_requests session_sync) {
+                                       replica_endpoints replicas) {
   self->state.services = std::move(services);
-  self->state.session_replicas = std::move(session_replicas);
-  self->state.session_sync = std::move(session_sync);
+  self->state.replicas = std::move(replicas);
   self->state.foreign_owner = std::move(foreign_owner);
   self->state.peers = std::move(peers);
-  self->state.sync = std::move(sync);
   self->set_default_handler(refuse_unknown);
   auto handlers = std::tuple_cat(
     all_services::apply<service_forwarders>::make(self),
-    session_replica_forwarders(
-      self, &node_gateway_state::session_replicas,
-      signatures_in<session_replica_requests>{}),
-    session_replica_forwarders(
-      self, &node_gateway_state::session_sync,
-      signatures_in<session_listing_requests>{}),
+    replica_forwarders(self, &replica_endpoints::session_replicas, "sessions",
+                       signatures_in<session_replica_requests>{}),
+    replica_forwarders(self, &replica_endpoints::session_sync, "sessions",
+                       signatures_in<session_listing_requests>{}),
+    replica_forwarders(self, &replica_endpoints::room_replicas, "rooms",
+                       signatures_in<timeline_replica_requests>{}),
+    replica_forwarders(self, &replica_endpoints::room_sync, "rooms",
+                       signatures_in<room_listing_requests>{}),
     std::make_tuple([self](stats_atom) { return gather_stats(self); },
                     [self](shutdown_atom) { return begin_shutdown(self); },
                     [self](digest_atom atom, uint64_t asker)
                       -> caf::result<secret_digest> {
                       if (auto refusal = refuse_sync(self))
                         return std::move(*refusal);
-                      return self->delegate(self->state.sync, atom, asker);
+                      return self->delegate(self->state.replicas.secret_sync, atom, asker);
                     },
                     [self](digest_atom atom, uint64_t asker,
                            secret_buckets& buckets)
                       -> caf::result<std::vector<secret_entry>> {
                       if (auto refusal = refuse_sync(self))
                         return std::move(*refusal);
-                      return self->delegate(self->state.sync, atom, asker,
+                      return self->delegate(self->state.replicas.secret_sync, atom, asker,
                                             std::move(buckets));
                     }));
   return std::apply(
@@ -297,13 +294,10 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
 node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
                               foreign_owner_fn foreign_owner,
                               std::shared_ptr<const peer_counters> peers,
-                              secret_sync_requests sync,
-                              session_replica_requests session_replicas,
-                              session_listing_requests session_sync) {
+                              replica_endpoints endpoints) {
   return sys.spawn(node_gateway, std::move(services),
                    std::move(foreign_owner), std::move(peers),
-                   std::move(sync), std::move(session_replicas),
-                   std::move(session_sync));
+                   std::move(endpoints));
 }
 
 } // namespace coalesce

@@ -65,19 +65,30 @@ struct peer_counters {
   std::atomic<uint64_t> keys_repaired{0};
 };
 
+/// The actors a clustered node serves its peers' replica requests
+/// through; a null one is a kind of replica this node keeps none of (its
+/// requests are refused).
+struct replica_endpoints {
+  /// The repair of secrets (coalesce/node/secret_sync.hpp).
+  secret_sync_requests secret_sync;
+  /// Sessions' replica requests and their repair
+  /// (coalesce/node/session_replicas.hpp, session_sync.hpp).
+  session_replica_requests session_replicas;
+  session_listing_requests session_sync;
+  /// Rooms' replica requests and their repair
+  /// (coalesce/node/timeline_replicas.hpp, timeline_sync.hpp).
+  timeline_replica_requests room_replicas;
+  room_listing_requests room_sync;
+};
+
 /// A gateway in front of the services `services` points at, which must be
 /// the services themselves (their `stats` is asked for), not another node.
 /// A null handle is a service this node does not host: its requests are
 /// answered `errc::invalid_request`, its stats stay zero. A null
-/// `foreign_owner` (a node alone) owns every key; null `peers`, no peers;
-/// a null `sync`, no repair of replicas (its requests are refused); a null
-/// `session_replicas` or `session_sync`, no replicas of sessions or no
-/// repair of them (their requests are refused).
+/// `foreign_owner` (a node alone) owns every key; null `peers`, no peers.
 node_actor spawn_node_gateway(caf::actor_system& sys, service_handles services,
                               foreign_owner_fn foreign_owner = {},
                               std::shared_ptr<const peer_counters> peers = {},
-                              secret_sync_requests sync = {},
-                              session_replica_requests session_replicas = {},
-                              session_listing_requests session_sync = {});
+                              replica_endpoints endpoints = {});
 
 } // namespace coalesce

@@ -5,11 +5,24 @@
 #include <coalesce/actors/guarded_write.hpp>
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/timeline.hpp>
+#include <coalesce/storage/timeline_replica.hpp>
 
 namespace coalesce {
 
-timeline_actor::behavior_type
-timeline_store(timeline_actor::pointer,
+namespace {
+
+/// Answers `x`, or its error.
+template <class T>
+caf::result<T> answer(caf::expected<T> x) {
+  if (!x)
+    return std::move(x.error());
+  return std::move(*x);
+}
+
+} // namespace
+
+timeline_replica_store_actor::behavior_type
+timeline_store(timeline_replica_store_actor::pointer,
                std::shared_ptr<storage::database> db) {
   return {
     // Paging reads the room's position and committing writes it; every
@@ -36,6 +49,28 @@ timeline_store(timeline_actor::pointer,
             *db, [&] { return storage::append_events(*db, room, events); }))
         return err;
       return static_cast<uint64_t>(events.size());
+    },
+    [db](replica_atom, room_atom, prepare_atom, const std::string& room,
+         uint64_t ballot) {
+      return answer(guarded_write(*db, [&] {
+        return storage::room_replica_prepare(*db, room, ballot);
+      }));
+    },
+    [db](replica_atom, room_atom, append_atom, uint64_t ballot,
+         const room_suffix& part) {
+      return answer(guarded_write(
+        *db, [&] { return storage::room_replica_append(*db, ballot, part); }));
+    },
+    [db](replica_atom, room_atom, image_atom, const std::string& room,
+         uint64_t from) {
+      return answer(guarded_write(
+        *db, [&] { return storage::room_replica_image(*db, room, from); }));
+    },
+    [db](replica_atom, room_atom, install_atom, const room_suffix& part,
+         uint64_t promised) {
+      return answer(guarded_write(*db, [&] {
+        return storage::room_replica_repair(*db, part, promised);
+      }));
     },
   };
 }

@@ -12,6 +12,7 @@
 #include <coalesce/messages/atoms.hpp>
 #include <coalesce/messages/backfill.hpp>
 #include <coalesce/messages/timeline_interface.hpp>
+#include <coalesce/messages/timeline_replica_interface.hpp>
 
 namespace coalesce::storage {
 class database;
@@ -36,6 +37,11 @@ class database;
 /// own thread, never on CAF's scheduler); under the deterministic test
 /// coordinator it is spawned as an ordinary scheduled actor.
 ///
+/// It is also the node's replica of its rooms' logs, for the rooms'
+/// coordinators (coalesce/node/timeline_replicas.hpp) and the repair
+/// (coalesce/node/timeline_sync.hpp): the storage functions of
+/// coalesce/storage/timeline_replica.hpp, each a request.
+///
 /// Failures come back as the request's error: errc::invalid_request for a
 /// malformed request (nothing stored), errc::storage_failed or
 /// errc::corrupt_record from the database.
@@ -43,8 +49,15 @@ namespace coalesce {
 
 // pager_actor and timeline_actor: coalesce/messages/timeline_interface.hpp.
 
-timeline_actor::behavior_type
-timeline_store(timeline_actor::pointer self,
+/// The stored timeline with its replica requests, and the repair's
+/// install (a peer's part of the log and its promise, taken when newer).
+using timeline_replica_store_actor
+  = timeline_actor::extend_with<timeline_replica_requests>::extend<
+    caf::replies_to<replica_atom, room_atom, install_atom, room_suffix,
+                    uint64_t>::with<room_answer>>;
+
+timeline_replica_store_actor::behavior_type
+timeline_store(timeline_replica_store_actor::pointer self,
                std::shared_ptr<storage::database> db);
 
 } // namespace coalesce

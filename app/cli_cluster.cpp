@@ -37,9 +37,9 @@ int owner(session& s, const owner_options& o) {
   cluster_map nodes;
   if (auto problem = cluster_map::parse_list(s.address.nodes, "--nodes", nodes))
     return usage(*problem);
-  // A chat's secrets and a session are kept on their replicas, a room by
-  // its owner alone: one line per node, the first to be asked first.
-  auto copies = *kind == key_kind::room ? std::size_t{1} : s.address.replicas;
+  // Every key is kept on its replicas: one line per node, the first to be
+  // asked first.
+  auto copies = s.address.replicas;
   for (auto index : nodes.replica_indices({*kind, o.key}, copies))
     std::cout << nodes.nodes()[index].text() << '\n';
   return exit_ok;
@@ -48,10 +48,9 @@ int owner(session& s, const owner_options& o) {
 void add_cluster_commands(CLI::App& app, cli_commands& commands) {
   auto o = std::make_shared<owner_options>();
   auto cmd = app.add_subcommand(
-    "owner", "print which nodes of --nodes keep a key, one a line, the "
-             "owner first: a chat's secrets and a session on --replicas "
-             "nodes, a room on its owner (KIND: secret or chat, session, "
-             "room)");
+    "owner", "print which nodes of --nodes keep a key (on --replicas "
+             "nodes), one a line, the first to be asked first (KIND: secret "
+             "or chat, session, room)");
   cmd->add_option("KIND", o->kind, "secret, chat, session or room")
     ->required();
   cmd->add_option("KEY", o->key, "the chat, session id or room")->required();

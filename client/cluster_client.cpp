@@ -334,11 +334,10 @@ Issued remember(client_pointer self, std::size_t node, const Issued& real) {
   return Issued{id};
 }
 
-/// Whether `key`'s requests may go to any of its replicas: a chat's
-/// secrets and a session under `replicas` above 1.
-bool replicated(client_pointer self, const routing_key& key) {
-  return (key.kind == key_kind::chat || key.kind == key_kind::session)
-         && self->state.replicas > 1 && self->state.map.size() > 1;
+/// Whether `key`'s requests may go to any of its replicas: every key
+/// under `replicas` above 1.
+bool replicated(client_pointer self, const routing_key&) {
+  return self->state.replicas > 1 && self->state.map.size() > 1;
 }
 
 /// Whether node `index` is not passed over for a recent failure.
@@ -677,19 +676,20 @@ caf::result<Output> route(output<Output>, client_pointer, digest_atom,
 }
 
 template <class Verb>
-constexpr bool is_session_replica_verb
+constexpr bool is_replica_verb
   = std::is_same_v<Verb, prepare_atom> || std::is_same_v<Verb, claim_atom>
     || std::is_same_v<Verb, write_atom> || std::is_same_v<Verb, install_atom>
     || std::is_same_v<Verb, image_atom> || std::is_same_v<Verb, version_atom>
-    || std::is_same_v<Verb, digest_atom>;
+    || std::is_same_v<Verb, digest_atom> || std::is_same_v<Verb, room_atom>;
 
-/// Replicas of sessions talk node to node, never through a client.
+/// Replicas of sessions and of rooms talk node to node, never through a
+/// client.
 template <class Output, class Verb, class... Args>
-std::enable_if_t<is_session_replica_verb<Verb>, caf::result<Output>>
+std::enable_if_t<is_replica_verb<Verb>, caf::result<Output>>
 route(output<Output>, client_pointer, replica_atom, Verb, Args&...) {
   return make_error(errc::not_permitted,
-                    "replicas of sessions talk node to node, not through a "
-                    "cluster client");
+                    "replicas talk node to node, not through a cluster "
+                    "client");
 }
 
 /// The handler of one request of `node_actor`.

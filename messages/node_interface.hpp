@@ -17,6 +17,7 @@
 #include <coalesce/messages/session_persister_interface.hpp>
 #include <coalesce/messages/session_replica_interface.hpp>
 #include <coalesce/messages/timeline_interface.hpp>
+#include <coalesce/messages/timeline_replica_interface.hpp>
 
 /// What a node shows the world: the services it hosts, each named here once,
 /// in `all_services`, by its descriptor (at the end of its
@@ -175,7 +176,8 @@ using node_actor = typename all_services::apply<composed_requests>::type::
                   /// requests.
                   caf::replies_to<shutdown_atom>::with<ok_atom>>::
     template extend_with<secret_sync_requests, session_replica_requests,
-                       session_listing_requests>;
+                       session_listing_requests, timeline_replica_requests,
+                       room_listing_requests>;
 
 /// Whether a shutting-down node still serves `Service`'s requests with verb
 /// `Atom` (its descriptor's `served_while_shutting_down`: work already
@@ -210,6 +212,11 @@ void for_each_message_type(F&& f) {
   f(message_type<session_image>{"coalesce.session_image"});
   f(message_type<replica_answer>{"coalesce.replica_answer"});
   f(message_type<session_listing>{"coalesce.session_listing"});
+  f(message_type<timeline_segment>{"coalesce.timeline_segment"});
+  f(message_type<room_version>{"coalesce.room_version"});
+  f(message_type<room_suffix>{"coalesce.room_suffix"});
+  f(message_type<room_answer>{"coalesce.room_answer"});
+  f(message_type<room_listing>{"coalesce.room_listing"});
 }
 
 } // namespace coalesce

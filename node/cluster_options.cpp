@@ -71,12 +71,7 @@ foreign_owner_fn cluster_options::foreign_owner(const std::string& host,
   auto self = index_of(host, port);
   auto copies = replicates_secrets() ? replicas : std::size_t{1};
   return [nodes = std::move(nodes), self, copies](const routing_key& key) {
-    // A chat's secrets and a session are kept on their replicas, a room
-    // on its owner alone.
-    auto replicated
-      = key.kind == key_kind::chat || key.kind == key_kind::session;
-    auto kept_by
-      = nodes.replica_indices(key, replicated ? copies : std::size_t{1});
+    auto kept_by = nodes.replica_indices(key, copies);
     if (std::find(kept_by.begin(), kept_by.end(), self) != kept_by.end())
       return std::string{};
     std::string names;

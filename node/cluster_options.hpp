@@ -64,6 +64,11 @@ struct cluster_options {
     return replicates_secrets();
   }
 
+  /// Whether a room's timeline is kept on several nodes (as secrets are).
+  bool replicates_rooms() const {
+    return replicates_secrets();
+  }
+
   peer_watch_settings watch_settings() const;
 
   /// How long a peer may take for one step of an anti-entropy exchange (it

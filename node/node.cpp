@@ -20,6 +20,9 @@
 #include <coalesce/node/session_persister_service.hpp>
 #include <coalesce/node/session_replicas.hpp>
 #include <coalesce/node/session_sync.hpp>
+#include <coalesce/node/timeline_replicas.hpp>
+#include <coalesce/node/timeline_service.hpp>
+#include <coalesce/node/timeline_sync.hpp>
 #include <coalesce/storage/secret_store.hpp>
 
 namespace coalesce {
@@ -150,15 +153,40 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
        settings.cluster.peer_timeout, catch_up, catching_up, counters});
     handles.session_persister = sessions.persister;
   }
+  replicated_rooms rooms;
+  timeline_sync_actor room_repair;
+  if (settings.cluster.replicates_rooms()) {
+    auto store = local.service<timeline_service>().replica_store();
+    auto catch_up = !local.stopped_cleanly_before();
+    auto catching_up = std::make_shared<std::atomic<bool>>(catch_up);
+    rooms = start_replicated_rooms(
+      sys, store,
+      {cluster, self_index, settings.cluster.replicas,
+       settings.cluster.peer_timeout, counters, catching_up},
+      settings.services.backfill_scheduler);
+    room_repair = spawn_timeline_sync(
+      sys, local.database(), store, {},
+      {cluster, self_index, settings.cluster.replicas,
+       settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
+       settings.cluster.peer_timeout, catch_up, catching_up, counters});
+    handles.timeline = caf::actor_cast<timeline_requests>(rooms.coordinator);
+    handles.backfill_scheduler = rooms.scheduler;
+  }
+  replica_endpoints endpoints;
+  endpoints.secret_sync = caf::actor_cast<secret_sync_requests>(repair);
+  endpoints.session_replicas = sessions.endpoint;
+  endpoints.session_sync
+    = caf::actor_cast<session_listing_requests>(session_repair);
+  endpoints.room_replicas = rooms.endpoint;
+  endpoints.room_sync = caf::actor_cast<room_listing_requests>(room_repair);
   auto gateway = spawn_node_gateway(
     sys, handles, settings.cluster.foreign_owner(settings.host, settings.port),
-    counters, caf::actor_cast<secret_sync_requests>(repair),
-    sessions.endpoint,
-    caf::actor_cast<session_listing_requests>(session_repair));
+    counters, std::move(endpoints));
   // The repairs' scans read the database that stopping the services closes.
   auto stop_repairs = [&] {
     for (auto x : {caf::actor_cast<caf::actor>(repair),
-                   caf::actor_cast<caf::actor>(session_repair)})
+                   caf::actor_cast<caf::actor>(session_repair),
+                   caf::actor_cast<caf::actor>(room_repair)})
       if (x) {
         caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
         caf::scoped_actor self{sys};
@@ -173,6 +201,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                      settings.host, settings.port, sys.render(port.error()));
     stop_gateway(sys, gateway);
     stop_repairs();
+    rooms.stop(sys, settings.shutdown_timeout);
     sessions.stop(sys, settings.shutdown_timeout);
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;
@@ -186,6 +215,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     unpublish_gateway(sys, gateway, *port);
     stop_gateway(sys, gateway);
     stop_repairs();
+    rooms.stop(sys, settings.shutdown_timeout);
     sessions.stop(sys, settings.shutdown_timeout);
     local.stop(settings.shutdown_timeout);
     return EXIT_FAILURE;
@@ -203,6 +233,10 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     subscribers.push_back(x);
   if (session_repair)
     subscribers.push_back(caf::actor_cast<caf::actor>(session_repair));
+  for (const auto& x : rooms.subscribers())
+    subscribers.push_back(x);
+  if (room_repair)
+    subscribers.push_back(caf::actor_cast<caf::actor>(room_repair));
   caf::actor watch;
   if (clustered)
     watch = spawn_peer_watch(sys, cluster, self_index,
@@ -233,7 +267,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
         deadline - std::chrono::steady_clock::now()),
       std::chrono::milliseconds{1});
   };
-  // Before the services: its writes go through their I/O actors.
+  // Before the services: their writes go through the services' actors.
+  rooms.stop(sys, left());
   auto sessions_written = sessions.stop(sys, left());
   auto written = local.stop(left()) && sessions_written;
   unpublish_gateway(sys, gateway, *port);

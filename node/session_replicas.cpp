@@ -17,6 +17,7 @@
 #include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/replica_calls.hpp>
 
 namespace coalesce {
 
@@ -40,6 +41,8 @@ struct coordination {
 
 struct coordinator_state {
   static inline const char* name = "session_coordinator";
+  /// What the replicas' log lines call the data.
+  static inline const char* kind = "sessions";
   session_replica_io_actor local;
   session_replica_settings settings;
   /// Each peer's gateway by its index in the cluster list; null while the
@@ -47,11 +50,8 @@ struct coordinator_state {
   std::vector<node_actor> peers;
   std::vector<bool> failing;
   std::unordered_map<std::string, coordination> sessions;
-  /// Calls of one session, the running one first.
-  std::unordered_map<std::string, std::deque<std::function<void()>>> queues;
-  /// How to answer each call under way, so that stopping answers it.
-  uint64_t last_call = 0;
-  std::unordered_map<uint64_t, std::function<void(const caf::error&)>> open;
+  replica_calls::key_queues queues;
+  replica_calls::open_calls calls;
   /// Ballots: microseconds with this node's index in the low bits.
   capture_clock ballots;
 };
@@ -63,52 +63,16 @@ using coordinator_pointer
 /// idle ones (a forgotten session is prepared again, which is safe).
 constexpr std::size_t max_remembered = 65536;
 
-// -- calls, one session at a time ----------------------------------------------
-
-/// Runs `call` once every earlier call of `session` finished; `call` gets
-/// what ends it.
+/// Runs `call` once every earlier call of `session` finished.
 void in_turn(coordinator_pointer self, const std::string& session,
-             std::function<void(std::function<void()>)> call) {
-  auto& queue = self->state.queues[session];
-  auto finish = [self, session] {
-    auto& queues = self->state.queues;
-    auto i = queues.find(session);
-    if (i == queues.end())
-      return;
-    i->second.pop_front();
-    if (i->second.empty()) {
-      queues.erase(i);
-      return;
-    }
-    // Moved out, not copied (it may hold a whole blob); the empty
-    // function stays in front until its call finishes.
-    auto next = std::move(i->second.front());
-    next();
-  };
-  queue.push_back([call = std::move(call), finish]() mutable { call(finish); });
-  if (queue.size() == 1) {
-    auto first = std::move(queue.front());
-    first();
-  }
+             replica_calls::key_queues::call_fn call) {
+  self->state.queues.in_turn(session, std::move(call));
 }
 
-/// Opens a call answered through `promise`: the returned function answers
-/// it once (false when it was answered already); the coordinator's exit
-/// answers it errc::stopped_before_answer.
 template <class... Ts>
 auto open_call(coordinator_pointer self,
                caf::typed_response_promise<Ts...> promise) {
-  auto id = ++self->state.last_call;
-  self->state.open.emplace(id, [promise](const caf::error& err) mutable {
-    promise.deliver(err);
-  });
-  return [self, id, promise](auto&&... xs) {
-    if (self->state.open.erase(id) == 0)
-      return false;
-    auto target = promise; // delivering needs a non-const promise
-    target.deliver(std::forward<decltype(xs)>(xs)...);
-    return true;
-  };
+  return self->state.calls.open(std::move(promise));
 }
 
 // -- talking to replicas ---------------------------------------------------------
@@ -128,108 +92,9 @@ bool catching_up(coordinator_pointer self, std::size_t node) {
          && settings.catching_up->load();
 }
 
-std::string node_text(coordinator_pointer self, std::size_t node) {
-  return self->state.settings.map.nodes()[node].text();
-}
-
-std::string render_failure(coordinator_pointer self, const caf::error& err) {
-  if (err == caf::sec::request_timeout)
-    return "did not answer within "
-           + caf::deep_to_string(self->state.settings.timeout);
-  return "failed: " + self->system().render(err);
-}
-
-/// Sends `node` one replica request (`xs`): to the local I/O actor, or to
-/// the peer's gateway (connecting first when the peer watch knows none);
-/// then `answered(answer)` or `failed(why)`.
-template <class Answer, class Answered, class Failed, class... Ts>
-void ask(coordinator_pointer self, std::size_t node, Answered answered,
-         Failed failed, Ts... xs) {
-  auto& st = self->state;
-  if (node == st.settings.self) {
-    self->request(st.local, caf::infinite, replica_atom::value, xs...)
-      .then([answered](Answer& answer) mutable { answered(answer); },
-            [self, failed](caf::error& err) mutable {
-              failed(render_failure(self, err));
-            });
-    return;
-  }
-  ++st.settings.counters->replica_requests;
-  auto on_failure = [self, node, failed](const std::string& why) mutable {
-    ++self->state.settings.counters->replica_failures;
-    if (!self->state.failing[node]) {
-      self->state.failing[node] = true;
-      spdlog::warn("sessions: replica {} failed a request: {}",
-                   node_text(self, node), why);
-    }
-    failed(why);
-  };
-  const auto& where = st.settings.map.nodes()[node];
-  with_peer_gateway(
-    self, st.peers, node, where.host, where.port, st.settings.timeout,
-    [self, node, answered, on_failure, xs...](const node_actor& gateway) {
-      self->request(gateway, self->state.settings.timeout,
-                    replica_atom::value, xs...)
-        .then(
-          [self, node, answered](Answer& answer) mutable {
-            self->state.failing[node] = false;
-            answered(answer);
-          },
-          [self, on_failure](caf::error& err) mutable {
-            on_failure(render_failure(self, err));
-          });
-    },
-    on_failure);
-}
-
-/// The answers of one round to every replica of a session, decided once:
-/// `decide(true, failures)` when a majority succeeded, `decide(false,
-/// failures)` when too few can. The decision gets the failures rather
-/// than the tally, so that it need not hold the tally that holds it.
-class tally {
-public:
-  using decision = std::function<void(bool, const std::string&)>;
-
-  tally(std::size_t replicas, decision decide)
-    : open_(replicas), needed_(replicas / 2 + 1), decide_(std::move(decide)) {
-    // nop
-  }
-
-  void succeeded() {
-    --open_;
-    if (++ok_ == needed_)
-      settle(true);
-  }
-
-  void failed(const std::string& where, const std::string& why) {
-    --open_;
-    failures_ += (failures_.empty() ? "" : "; ") + where + " " + why;
-    if (ok_ < needed_ && ok_ + open_ < needed_)
-      settle(false);
-  }
-
-  const std::string& failures() const {
-    return failures_;
-  }
-
-private:
-  void settle(bool ok) {
-    if (decided_)
-      return;
-    decided_ = true;
-    // Released once used: what it holds goes with it.
-    auto decide = std::move(decide_);
-    decide_ = nullptr;
-    decide(ok, failures_);
-  }
-
-  std::size_t open_;
-  std::size_t needed_;
-  std::size_t ok_ = 0;
-  bool decided_ = false;
-  std::string failures_;
-  decision decide_;
-};
+using replica_calls::ask;
+using replica_calls::make_tally;
+using replica_calls::node_text;
 
 caf::error no_quorum(const std::string& session,
                      const std::string& failures) {
@@ -242,10 +107,7 @@ caf::error no_quorum(const std::string& session,
 /// A ballot above every one seen for the session.
 uint64_t next_ballot(coordinator_pointer self, const coordination& c) {
   auto& st = self->state;
-  auto above_seen = (((c.seen >> capture_clock::source_bits) + 1)
-                     << capture_clock::source_bits)
-                    | st.settings.self;
-  return std::max(st.ballots.next(st.settings.self), above_seen);
+  return replica_calls::next_ballot(st.ballots, st.settings.self, c.seen);
 }
 
 coordination& coordination_of(coordinator_pointer self,
@@ -253,7 +115,7 @@ coordination& coordination_of(coordinator_pointer self,
   auto& sessions = self->state.sessions;
   if (sessions.size() >= max_remembered && sessions.count(session) == 0) {
     for (auto i = sessions.begin(); i != sessions.end();)
-      if (self->state.queues.count(i->first) == 0)
+      if (!self->state.queues.busy(i->first))
         i = sessions.erase(i);
       else
         ++i;
@@ -330,8 +192,7 @@ void prepare(coordinator_pointer self, const std::string& session,
   view->nodes = nodes;
   view->answers.resize(nodes.size());
   auto preempted = std::make_shared<bool>(false);
-  auto votes = std::make_shared<std::unique_ptr<tally>>();
-  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
+  auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
     if (!ok) {
       if (*preempted && attempts_left > 0) {
         prepare(self, session, true, done, attempts_left - 1);
@@ -422,8 +283,7 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
   auto stale = std::make_shared<bool>(false);
   auto preempted = std::make_shared<bool>(false);
   auto local_applied = std::make_shared<bool>(false);
-  auto votes = std::make_shared<std::unique_ptr<tally>>();
-  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
+  auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
     auto& c = coordination_of(self, session);
     if (ok && *local_applied) {
       c.local.ballot = target.ballot;
@@ -560,8 +420,7 @@ void load_call(coordinator_pointer self, const std::string& session,
   auto view = std::make_shared<round_view>();
   view->nodes = nodes;
   view->answers.resize(nodes.size());
-  auto votes = std::make_shared<std::unique_ptr<tally>>();
-  *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
+  auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
     if (!ok) {
       done(no_quorum(session, failures));
       return;
@@ -625,8 +484,7 @@ void claim_call(coordinator_pointer self, const std::string& session,
     auto nodes = replicas_of(self, session);
     auto ballot = coordination_of(self, session).ballot;
     auto stale = std::make_shared<bool>(false);
-    auto votes = std::make_shared<std::unique_ptr<tally>>();
-    *votes = std::make_unique<tally>(nodes.size(), [=](bool ok, const std::string& failures) {
+    auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
       auto& c = coordination_of(self, session);
       if (ok) {
         c.floor = std::max(c.floor, generation);
@@ -680,11 +538,8 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
   // An exit answers every call still open: CAF 0.17 drops a parked
   // promise silently.
   self->set_exit_handler([self](caf::exit_msg& msg) {
-    auto open = std::move(self->state.open);
-    self->state.open.clear();
-    for (auto& [id, fail] : open)
-      fail(make_error(errc::stopped_before_answer,
-                      "the session coordinator stopped"));
+    self->state.calls.fail_all(make_error(errc::stopped_before_answer,
+                                          "the session coordinator stopped"));
     self->quit(msg.reason);
   });
   return {

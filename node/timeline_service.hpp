@@ -48,12 +48,17 @@ public:
   }
 
   /// The timeline with its pager messages (a scheduler's pager).
-  const timeline_actor& actor() const {
+  timeline_actor actor() const {
+    return actor_;
+  }
+
+  /// The timeline as the node's replica of its rooms.
+  const timeline_replica_store_actor& replica_store() const {
     return actor_;
   }
 
 private:
-  timeline_actor actor_;
+  timeline_replica_store_actor actor_;
 };
 
 } // namespace coalesce

@@ -115,9 +115,10 @@ struct fixture {
                                     buffer_of(i), caught_up, settings);
     repairs.push_back(repair);
     anon_send_exit(replicas[i].gateway, exit_reason::user_shutdown);
+    replica_endpoints endpoints;
+    endpoints.secret_sync = actor_cast<secret_sync_requests>(repair);
     replicas[i].gateway = spawn_node_gateway(
-      sys, replicas[i].services->handles(), {}, counters,
-      actor_cast<secret_sync_requests>(repair));
+      sys, replicas[i].services->handles(), {}, counters, endpoints);
   }
 
   /// Tells every repair where the others' gateways are.

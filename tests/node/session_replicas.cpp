@@ -81,10 +81,11 @@ struct fixture {
         r.io.push_back(actor_cast<session_replica_io_actor>(x));
       r.endpoint = spawn_session_replica_endpoint(sys, r.io, r.catching_up);
       r.repair = sync_of(i, false);
+      replica_endpoints endpoints;
+      endpoints.session_replicas = r.endpoint;
+      endpoints.session_sync = actor_cast<session_listing_requests>(r.repair);
       r.gateway = spawn_node_gateway(sys, r.services->handles(), {}, counters,
-                                     {}, r.endpoint,
-                                     actor_cast<session_listing_requests>(
-                                       r.repair));
+                                     endpoints);
     }
   }
 

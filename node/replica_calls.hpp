@@ -1,0 +1,229 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/client/connect.hpp>
+#include <coalesce/messages/capture_stamp.hpp>
+#include <coalesce/messages/errc.hpp>
+
+/// What the coordinators of replicated keys share (sessions:
+/// session_replicas.cpp, rooms: timeline_replicas.cpp): calls of one key
+/// one at a time, calls answered once (and when the coordinator stops), a
+/// request to one replica, the majority a round waits for, and ballots.
+/// Internal to node/.
+namespace coalesce::replica_calls {
+
+/// Runs the calls of each key one at a time, in arrival order.
+class key_queues {
+public:
+  using call_fn = std::function<void(std::function<void()> finish)>;
+
+  /// Runs `call` once every earlier call of `key` finished; `call` gets
+  /// what ends it.
+  void in_turn(const std::string& key, call_fn call) {
+    auto& queue = queues_[key];
+    auto finish = [this, key] {
+      auto i = queues_.find(key);
+      if (i == queues_.end())
+        return;
+      i->second.pop_front();
+      if (i->second.empty()) {
+        queues_.erase(i);
+        return;
+      }
+      // Moved out, not copied (it may hold a whole blob); the empty
+      // function stays in front until its call finishes.
+      auto next = std::move(i->second.front());
+      next();
+    };
+    queue.push_back(
+      [call = std::move(call), finish]() mutable { call(finish); });
+    if (queue.size() == 1) {
+      auto first = std::move(queue.front());
+      first();
+    }
+  }
+
+  /// Whether a call of `key` runs or waits.
+  bool busy(const std::string& key) const {
+    return queues_.count(key) > 0;
+  }
+
+private:
+  std::unordered_map<std::string, std::deque<std::function<void()>>> queues_;
+};
+
+/// The calls under way, each answered once: by its own answer, or by
+/// `fail_all` when the coordinator stops (CAF 0.17 drops a parked promise
+/// silently).
+class open_calls {
+public:
+  /// The function that answers the call behind `promise`; false when it
+  /// was answered already.
+  template <class... Ts>
+  auto open(caf::typed_response_promise<Ts...> promise) {
+    auto id = ++last_;
+    open_.emplace(id, [promise](const caf::error& err) mutable {
+      promise.deliver(err);
+    });
+    return [this, id, promise](auto&&... xs) {
+      if (open_.erase(id) == 0)
+        return false;
+      auto target = promise; // delivering needs a non-const promise
+      target.deliver(std::forward<decltype(xs)>(xs)...);
+      return true;
+    };
+  }
+
+  void fail_all(const caf::error& err) {
+    auto open = std::move(open_);
+    open_.clear();
+    for (auto& [id, fail] : open)
+      fail(err);
+  }
+
+private:
+  uint64_t last_ = 0;
+  std::unordered_map<uint64_t, std::function<void(const caf::error&)>> open_;
+};
+
+/// The answers of one round to every replica of a key, decided once:
+/// `decide(true, failures)` when a majority succeeded, `decide(false,
+/// failures)` when too few can. The decision gets the failures rather
+/// than the tally, so that it need not hold the tally that holds it.
+class tally {
+public:
+  using decision = std::function<void(bool, const std::string&)>;
+
+  tally(std::size_t replicas, decision decide)
+    : open_(replicas), needed_(replicas / 2 + 1), decide_(std::move(decide)) {
+    // nop
+  }
+
+  void succeeded() {
+    --open_;
+    if (++ok_ == needed_)
+      settle(true);
+  }
+
+  void failed(const std::string& where, const std::string& why) {
+    --open_;
+    failures_ += (failures_.empty() ? "" : "; ") + where + " " + why;
+    if (ok_ < needed_ && ok_ + open_ < needed_)
+      settle(false);
+  }
+
+private:
+  void settle(bool ok) {
+    if (decided_)
+      return;
+    decided_ = true;
+    // Released once used: what it holds goes with it.
+    auto decide = std::move(decide_);
+    decide_ = nullptr;
+    decide(ok, failures_);
+  }
+
+  std::size_t open_;
+  std::size_t needed_;
+  std::size_t ok_ = 0;
+  bool decided_ = false;
+  std::string failures_;
+  decision decide_;
+};
+
+/// A tally the replies of one round share: `make_tally(n, decide)` and
+/// then `(*votes)->succeeded()` or `failed(...)` from each reply.
+using shared_tally = std::shared_ptr<std::unique_ptr<tally>>;
+
+inline shared_tally make_tally(std::size_t replicas, tally::decision decide) {
+  auto votes = std::make_shared<std::unique_ptr<tally>>();
+  *votes = std::make_unique<tally>(replicas, std::move(decide));
+  return votes;
+}
+
+/// A ballot above every one seen (`seen`) and every one this clock gave:
+/// microseconds with the node's index (`self`) in the low bits.
+inline uint64_t next_ballot(capture_clock& ballots, std::size_t self,
+                            uint64_t seen) {
+  auto above_seen = (((seen >> capture_clock::source_bits) + 1)
+                     << capture_clock::source_bits)
+                    | self;
+  return std::max(ballots.next(self), above_seen);
+}
+
+// The coordinator's side of one request. `Self`'s state holds `local` (this
+// node's replica), `settings` (`map`, `self`, `timeout`, `counters`),
+// `peers` (the gateways by index), `failing` (by index) and a static
+// `kind` naming the replicated data in the log ("sessions").
+
+template <class Self>
+std::string node_text(Self* self, std::size_t node) {
+  return self->state.settings.map.nodes()[node].text();
+}
+
+template <class Self>
+std::string render_failure(Self* self, const caf::error& err) {
+  if (err == caf::sec::request_timeout)
+    return "did not answer within "
+           + caf::deep_to_string(self->state.settings.timeout);
+  return "failed: " + self->system().render(err);
+}
+
+/// Sends `node` one replica request (`replica_atom, xs...`): to the local
+/// replica, or to the peer's gateway (connecting first when the peer watch
+/// knows none), counting it and its failure; then `answered(answer)` or
+/// `failed(why)`.
+template <class Answer, class Self, class Answered, class Failed, class... Ts>
+void ask(Self* self, std::size_t node, Answered answered, Failed failed,
+         Ts... xs) {
+  auto& st = self->state;
+  if (node == st.settings.self) {
+    self->request(st.local, caf::infinite, replica_atom::value, xs...)
+      .then([answered](Answer& answer) mutable { answered(answer); },
+            [self, failed](caf::error& err) mutable {
+              failed(render_failure(self, err));
+            });
+    return;
+  }
+  ++st.settings.counters->replica_requests;
+  auto on_failure = [self, node, failed](const std::string& why) mutable {
+    ++self->state.settings.counters->replica_failures;
+    if (!self->state.failing[node]) {
+      self->state.failing[node] = true;
+      spdlog::warn("{}: replica {} failed a request: {}",
+                   std::decay_t<decltype(self->state)>::kind,
+                   node_text(self, node), why);
+    }
+    failed(why);
+  };
+  const auto& where = st.settings.map.nodes()[node];
+  with_peer_gateway(
+    self, st.peers, node, where.host, where.port, st.settings.timeout,
+    [self, node, answered, on_failure, xs...](const node_actor& gateway) {
+      self->request(gateway, self->state.settings.timeout,
+                    replica_atom::value, xs...)
+        .then(
+          [self, node, answered](Answer& answer) mutable {
+            self->state.failing[node] = false;
+            answered(answer);
+          },
+          [self, on_failure](caf::error& err) mutable {
+            on_failure(render_failure(self, err));
+          });
+    },
+    on_failure);
+}
+
+} // namespace coalesce::replica_calls

@@ -1,0 +1,254 @@
+#include <coalesce/node/timeline_sync.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/sync_rounds.hpp>
+#include <coalesce/storage/timeline_replica.hpp>
+
+namespace coalesce {
+
+namespace {
+
+/// What the actor handles: its interface plus its own timers.
+using timeline_sync_impl = timeline_sync_actor::extend<
+  caf::reacts_to<catch_up_atom, bool>, caf::reacts_to<repair_atom>>;
+
+struct timeline_sync_state {
+  static inline const char* name = "timeline_sync";
+  std::shared_ptr<storage::database> db;
+  timeline_replica_store_actor local;
+  caf::actor caught_up;
+  timeline_sync_settings settings;
+  /// Each peer's gateway by its index in the cluster list, when known.
+  std::vector<node_actor> peers;
+  std::unique_ptr<sync_rounds> rounds;
+  bool retry_scheduled = false;
+};
+
+using sync_pointer = timeline_sync_impl::stateful_pointer<timeline_sync_state>;
+
+bool replicated_by(sync_pointer self, const std::string& room,
+                   std::size_t node) {
+  const auto& settings = self->state.settings;
+  auto nodes = settings.map.replica_indices(routing_key{key_kind::room, room},
+                                            settings.replicas);
+  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+/// What this node holds of the rooms `asker` is a replica of.
+caf::expected<std::vector<room_listing>> listing_for(sync_pointer self,
+                                                     std::size_t asker) {
+  std::vector<room_listing> result;
+  auto err = storage::scan_room_versions(*self->state.db,
+                                         [&](room_listing&& x) {
+                                           if (replicated_by(self, x.room,
+                                                             asker))
+                                             result.push_back(std::move(x));
+                                         });
+  if (err)
+    return err;
+  return result;
+}
+
+/// Whether `theirs` holds something `mine` lacks: a newer log, a higher
+/// promise or a position further back.
+bool worth_fetching(const room_version& theirs, const room_version* mine) {
+  if (mine == nullptr)
+    return true;
+  return newer_log(theirs.segments, theirs.head, mine->segments, mine->head)
+         || theirs.promised > mine->promised
+         || (theirs.positioned
+             && (!mine->positioned || theirs.position < mine->position));
+}
+
+/// Whether what this replica holds changed, beyond its promise.
+bool repaired(const room_version& before, const room_version& after) {
+  return before.segments != after.segments || before.head != after.head
+         || before.positioned != after.positioned
+         || before.position != after.position;
+}
+
+struct wanted_room {
+  std::string room;
+  /// Where this replica's log and the peer's part.
+  uint64_t from = 0;
+  uint64_t promised = 0;
+  room_version mine;
+};
+
+/// Fetches each of `wanted` from the peer and installs it here, one after
+/// the other; `done(repaired)` or the first error.
+void pull(sync_pointer self, node_actor gateway,
+          std::shared_ptr<std::vector<wanted_room>> wanted, std::size_t next,
+          uint64_t installed,
+          std::function<void(caf::expected<uint64_t>)> done) {
+  if (next == wanted->size())
+    return done(installed);
+  const auto& x = (*wanted)[next];
+  auto timeout = self->state.settings.timeout;
+  auto fail = [done](caf::error& err) { done(std::move(err)); };
+  self
+    ->request(gateway, timeout, replica_atom::value, room_atom::value,
+              image_atom::value, x.room, x.from)
+    .then(
+      [=](room_suffix& part) {
+        const auto& x = (*wanted)[next];
+        self
+          ->request(self->state.local, timeout, replica_atom::value,
+                    room_atom::value, install_atom::value, part, x.promised)
+          .then(
+            [=](room_answer& answer) {
+              const auto& x = (*wanted)[next];
+              auto took = outcome_of(answer) == replica_outcome::applied
+                          && repaired(x.mine, answer.version);
+              pull(self, gateway, wanted, next + 1,
+                   installed + (took ? 1 : 0), done);
+            },
+            fail);
+      },
+      fail);
+}
+
+/// One exchange with `peer`: `done(rooms repaired)` or the error.
+void exchange(sync_pointer self, std::size_t peer,
+              std::function<void(caf::expected<uint64_t>)> done) {
+  auto& st = self->state;
+  const auto& where = st.settings.map.nodes()[peer];
+  // Peers come from the peer watch, which connects; one it has not reached
+  // is not compared with yet.
+  if (!st.peers[peer])
+    return done(make_error(errc::node_unreachable,
+                           where.text() + " has not been reached yet"));
+  auto gateway = st.peers[peer];
+  self
+    ->request(gateway, st.settings.timeout, replica_atom::value,
+              room_atom::value, digest_atom::value,
+              uint64_t{st.settings.self})
+    .then(
+      [self, gateway, done](std::vector<room_listing>& theirs) {
+        std::unordered_map<std::string, room_version> mine;
+        auto err = storage::scan_room_versions(
+          *self->state.db, [&](room_listing&& x) {
+            mine.emplace(std::move(x.room), std::move(x.version));
+          });
+        if (err)
+          return done(std::move(err));
+        auto wanted = std::make_shared<std::vector<wanted_room>>();
+        for (auto& x : theirs) {
+          auto i = mine.find(x.room);
+          const room_version* held = i == mine.end() ? nullptr : &i->second;
+          if (!worth_fetching(x.version, held))
+            continue;
+          wanted_room w;
+          w.room = std::move(x.room);
+          w.promised = x.version.promised;
+          if (held != nullptr) {
+            w.mine = *held;
+            w.from = shared_prefix(held->segments, held->head,
+                                   x.version.segments, x.version.head);
+          }
+          // Only the promise and the position: no events needed.
+          if (held != nullptr
+              && !newer_log(x.version.segments, x.version.head,
+                            held->segments, held->head))
+            w.from = x.version.head;
+          wanted->push_back(std::move(w));
+        }
+        pull(self, gateway, wanted, 0, 0, done);
+      },
+      [done](caf::error& err) { done(std::move(err)); });
+}
+
+std::vector<std::size_t> every_peer(sync_pointer self) {
+  return coalesce::every_peer(self->state.settings.map.size(),
+                              self->state.settings.self);
+}
+
+timeline_sync_impl::behavior_type
+timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
+              timeline_replica_store_actor local, caf::actor caught_up,
+              timeline_sync_settings settings) {
+  auto& st = self->state;
+  st.db = std::move(db);
+  st.local = std::move(local);
+  st.caught_up = std::move(caught_up);
+  st.settings = std::move(settings);
+  st.peers.resize(st.settings.map.size());
+  st.rounds = std::make_unique<sync_rounds>(
+    "rooms", "rooms", st.settings.counters,
+    [self](std::size_t peer, sync_rounds::report_fn done) {
+      exchange(self, peer, std::move(done));
+    },
+    [self](std::size_t peer) {
+      return self->state.settings.map.nodes()[peer].text();
+    },
+    [self](const caf::error& err) { return self->system().render(err); });
+  if (st.settings.catch_up && st.settings.map.size() > 1) {
+    st.settings.catching_up->store(true);
+    st.rounds->start_catch_up(
+      every_peer(self),
+      [self](uint64_t repaired, std::chrono::milliseconds took) {
+        self->state.settings.catching_up->store(false);
+        spdlog::info("rooms: caught up from every peer: {} rooms repaired "
+                     "in {} ms; taking part in rounds",
+                     repaired, took.count());
+        if (self->state.caught_up)
+          caf::anon_send(self->state.caught_up, caught_up_atom::value);
+      });
+    spdlog::info("rooms: the last stop was not clean (or never happened); "
+                 "catching up from every peer before taking part in rounds");
+    self->send(self, catch_up_atom::value, false);
+  } else {
+    st.settings.catching_up->store(false);
+    if (st.caught_up)
+      caf::anon_send(st.caught_up, caught_up_atom::value);
+  }
+  if (st.settings.interval.count() > 0)
+    self->delayed_send(self, st.settings.interval, repair_atom::value);
+  return {
+    [self](replica_atom, room_atom, digest_atom, uint64_t asker)
+      -> caf::result<std::vector<room_listing>> {
+      if (asker >= self->state.settings.map.size()
+          || asker == self->state.settings.self)
+        return make_error(errc::invalid_request,
+                          "no peer has index " + std::to_string(asker));
+      auto listing = listing_for(self, asker);
+      if (!listing)
+        return std::move(listing.error());
+      return std::move(*listing);
+    },
+    [self](peer_up_atom, uint64_t index, node_actor& gateway) {
+      on_peer_up(self, index, gateway);
+    },
+    [self](peer_down_atom, uint64_t index) { on_peer_down(self, index); },
+    [self](catch_up_atom, bool from_timer) { on_catch_up(self, from_timer); },
+    [self](repair_atom) { on_repair(self); },
+  };
+}
+
+} // namespace
+
+timeline_sync_actor
+spawn_timeline_sync(caf::actor_system& sys,
+                    std::shared_ptr<storage::database> db,
+                    timeline_replica_store_actor local, caf::actor caught_up,
+                    timeline_sync_settings settings) {
+  auto actor = sys.spawn<caf::detached>(timeline_sync, std::move(db),
+                                        std::move(local), std::move(caught_up),
+                                        std::move(settings));
+  return caf::actor_cast<timeline_sync_actor>(actor);
+}
+
+} // namespace coalesce

@@ -1,0 +1,392 @@
+#define CAF_SUITE node.timeline_replicas
+#include <caf/test/unit_test.hpp>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/node/services.hpp>
+#include <coalesce/node/timeline_replicas.hpp>
+#include <coalesce/node/timeline_service.hpp>
+#include <coalesce/node/timeline_sync.hpp>
+
+#include "error_codes.hpp"
+#include "temp_dir.hpp"
+#include "test_config.hpp"
+
+using namespace caf;
+using namespace coalesce;
+using namespace coalesce::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// One replica: real services over a database of its own, the endpoint of
+/// its replica of rooms and the gateway peers reach it through.
+struct replica {
+  std::unique_ptr<local_services> services;
+  timeline_replica_store_actor store;
+  /// Set while its replica catches up; its endpoint refuses rounds then.
+  std::shared_ptr<std::atomic<bool>> catching_up
+    = std::make_shared<std::atomic<bool>>(false);
+  timeline_replica_requests endpoint;
+  timeline_sync_actor repair;
+  node_actor gateway;
+};
+
+/// A peer that never answers (a stopped process).
+behavior silent_peer(event_based_actor* self) {
+  self->set_default_handler(skip);
+  return {[](unit_t) {}};
+}
+
+timeline_event event(const std::string& id) {
+  return timeline_event{id, "m.room.message", 1, "body of " + id};
+}
+
+std::vector<timeline_event> events(const std::string& prefix, int n) {
+  std::vector<timeline_event> result;
+  for (int i = 0; i < n; ++i)
+    result.push_back(event(prefix + std::to_string(i)));
+  return result;
+}
+
+std::vector<std::string> ids_of(const std::vector<timeline_event>& xs) {
+  std::vector<std::string> result;
+  for (const auto& x : xs)
+    result.push_back(x.event_id);
+  return result;
+}
+
+struct fixture {
+  temp_dir dir;
+  test_config cfg;
+  actor_system sys{cfg};
+  std::array<replica, 3> replicas;
+  cluster_map map{std::vector<node_endpoint>{
+    {"127.0.0.1", 4401}, {"127.0.0.1", 4402}, {"127.0.0.1", 4403}}};
+  std::vector<actor> others;
+  std::vector<replicated_rooms> coordinating;
+  std::vector<timeline_sync_actor> repairs;
+  std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>();
+
+  fixture() {
+    for (std::size_t i = 0; i < replicas.size(); ++i) {
+      service_settings settings;
+      settings.db_path = dir.sub("n" + std::to_string(i));
+      auto started = start_services(sys, settings);
+      CAF_REQUIRE(started);
+      auto& r = replicas[i];
+      r.services = std::move(*started);
+      r.store = r.services->service<timeline_service>().replica_store();
+      r.endpoint = spawn_room_replica_endpoint(sys, r.store, r.catching_up);
+      r.repair = sync_of(i, false);
+      replica_endpoints endpoints;
+      endpoints.room_replicas = r.endpoint;
+      endpoints.room_sync = actor_cast<room_listing_requests>(r.repair);
+      r.gateway = spawn_node_gateway(sys, r.services->handles(), {}, counters,
+                                     endpoints);
+    }
+  }
+
+  ~fixture() {
+    for (auto& node : coordinating)
+      node.stop(sys, 1s);
+    for (auto& x : others)
+      anon_send_exit(x, exit_reason::user_shutdown);
+    scoped_actor self{sys};
+    for (auto& x : repairs) {
+      anon_send_exit(x, exit_reason::user_shutdown);
+      self->wait_for(x);
+    }
+    for (auto& r : replicas) {
+      anon_send_exit(r.gateway, exit_reason::user_shutdown);
+      anon_send_exit(r.endpoint, exit_reason::user_shutdown);
+      r.services->stop(30s);
+    }
+  }
+
+  /// A repair of node `i`'s rooms, catching up first when `catch_up`,
+  /// reporting to `caught_up`; its peers are given later (`introduce`).
+  timeline_sync_actor sync_of(std::size_t i, bool catch_up,
+                              actor caught_up = {}) {
+    timeline_sync_settings settings{map,      i,     3,        10s, 0s, 100ms,
+                                    catch_up, replicas[i].catching_up,
+                                    counters};
+    auto result = spawn_timeline_sync(sys, replicas[i].services->database(),
+                                      replicas[i].store, caught_up, settings);
+    repairs.push_back(result);
+    return result;
+  }
+
+  void introduce(const timeline_sync_actor& repair, std::size_t i) {
+    for (uint64_t p = 0; p < 3; ++p)
+      if (p != i)
+        anon_send(repair, peer_up_atom::value, p, replicas[p].gateway);
+  }
+
+  node_actor silent() {
+    others.push_back(sys.spawn(silent_peer));
+    return actor_cast<node_actor>(others.back());
+  }
+
+  /// Node `i` coordinating its rooms, its peers reached at `peers` (by
+  /// index; the entry of `i` is ignored): real gateways unless given.
+  replicated_rooms node(std::size_t i, std::array<node_actor, 3> peers = {},
+                         caf::timespan timeout = 10s) {
+    auto result = start_replicated_rooms(
+      sys, replicas[i].store,
+      {map, i, 3, timeout, counters, replicas[i].catching_up}, {});
+    for (uint64_t p = 0; p < 3; ++p) {
+      if (p == i)
+        continue;
+      auto gateway = peers[p] ? peers[p] : replicas[p].gateway;
+      anon_send(result.coordinator, peer_up_atom::value, p, gateway);
+    }
+    coordinating.push_back(result);
+    return coordinating.back();
+  }
+
+  template <class Answer, class Handle, class... Ts>
+  expected<Answer> ask(const Handle& to, Ts... xs) {
+    scoped_actor self{sys};
+    expected<Answer> result{error{}};
+    self->request(to, 30s, xs...)
+      .receive([&](Answer& answer) { result = std::move(answer); },
+               [&](error& err) { result = std::move(err); });
+    return result;
+  }
+
+  expected<uint64_t> append_at(const replicated_rooms& node,
+                               const std::string& room,
+                               std::vector<timeline_event> xs) {
+    auto result = ask<uint64_t>(node.coordinator, append_atom::value, room,
+                                std::move(xs));
+    if (!result)
+      CAF_MESSAGE("append to " << room << ": " << sys.render(result.error()));
+    return result;
+  }
+
+  /// What replica `i` alone holds of `room`, asked through its gateway as
+  /// a coordinator asks: after every part a coordinator sent it before its
+  /// answer reached the test (each mailbox on the way is in order).
+  room_suffix image_at(std::size_t i, const std::string& room) {
+    auto image = ask<room_suffix>(replicas[i].gateway, replica_atom::value,
+                                  room_atom::value, image_atom::value, room,
+                                  uint64_t{0});
+    CAF_REQUIRE(image);
+    return std::move(*image);
+  }
+
+  std::vector<std::string> ids_at(std::size_t i, const std::string& room) {
+    return ids_of(image_at(i, room).events);
+  }
+
+  /// A backfill of `room` through `node`'s scheduler, `batches` batches
+  /// of `size` events.
+  backfill_result backfill_at(const replicated_rooms& node,
+                              const std::string& room, uint32_t size,
+                              uint32_t batches) {
+    backfill_request request;
+    request.room = room;
+    request.batch_size = size;
+    request.max_batches = batches;
+    // One caller enqueues and awaits: a caller that dies cancels its part.
+    scoped_actor caller{sys};
+    expected<backfill_result> result{error{}};
+    caller->request(node.scheduler, 30s, enqueue_atom::value, request)
+      .receive(
+        [&](backfill_ticket& ticket) {
+          caller->request(node.scheduler, 30s, await_atom::value, ticket)
+            .receive([&](backfill_result& x) { result = std::move(x); },
+                     [&](error& err) { result = std::move(err); });
+        },
+        [&](error& err) { result = std::move(err); });
+    CAF_REQUIRE(result);
+    CAF_MESSAGE("backfill of " << room << ": " << to_string(result->reason)
+                               << " after " << result->batches
+                               << " batches");
+    return std::move(*result);
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(timeline_replica_tests, fixture)
+
+CAF_TEST(appends_are_answered_once_a_majority_holds_them_in_one_order) {
+  auto n0 = node(0);
+  CAF_CHECK_EQUAL(append_at(n0, "!r", events("a", 3)), uint64_t{3});
+  CAF_CHECK_EQUAL(append_at(n0, "!r", events("b", 2)), uint64_t{2});
+  std::vector<std::string> expected{"a0", "a1", "a2", "b0", "b1"};
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK_EQUAL(ids_at(i, "!r"), expected);
+  CAF_CHECK(counters->replica_requests > 0u);
+}
+
+CAF_TEST(a_replica_that_does_not_answer_holds_up_no_append) {
+  auto n0 = node(0, {node_actor{}, node_actor{}, silent()}, 300ms);
+  CAF_CHECK_EQUAL(append_at(n0, "!r", events("a", 2)), uint64_t{2});
+  CAF_CHECK_EQUAL(ids_at(1, "!r"), (std::vector<std::string>{"a0", "a1"}));
+}
+
+CAF_TEST(an_append_without_a_majority_fails_naming_the_replicas) {
+  auto n0 = node(0, {node_actor{}, silent(), silent()}, 300ms);
+  auto answer = append_at(n0, "!r", events("a", 1));
+  CAF_REQUIRE(!answer);
+  CAF_CHECK_EQUAL(code_of(answer.error()), code(errc::no_quorum));
+  auto text = sys.render(answer.error());
+  CAF_CHECK(text.find("127.0.0.1:4402") != std::string::npos);
+  CAF_CHECK(text.find("127.0.0.1:4403") != std::string::npos);
+  CAF_CHECK(ids_at(1, "!r").empty());
+}
+
+CAF_TEST(a_replica_behind_is_sent_the_events_it_lacks) {
+  auto n0 = node(0, {node_actor{}, node_actor{}, silent()}, 300ms);
+  CAF_REQUIRE(append_at(n0, "!r", events("a", 3)));
+  CAF_CHECK(ids_at(2, "!r").empty());
+  auto again = node(0);
+  CAF_REQUIRE(append_at(again, "!r", events("b", 1)));
+  CAF_CHECK_EQUAL(ids_at(2, "!r"),
+                  (std::vector<std::string>{"a0", "a1", "a2", "b0"}));
+}
+
+CAF_TEST(a_new_coordinator_continues_the_log_and_cuts_the_old_one_off) {
+  auto n0 = node(0);
+  CAF_REQUIRE(append_at(n0, "!r", events("a", 2)));
+  auto n1 = node(1);
+  CAF_REQUIRE(append_at(n1, "!r", events("b", 2)));
+  // Node 0's ballot is below the one a majority promised node 1.
+  auto late = append_at(n0, "!r", events("late", 1));
+  CAF_REQUIRE(!late);
+  CAF_CHECK_EQUAL(code_of(late.error()), code(errc::no_quorum));
+  // Its next call prepares again and continues after node 1's events.
+  CAF_REQUIRE(append_at(n0, "!r", events("c", 1)));
+  std::vector<std::string> expected{"a0", "a1", "b0", "b1", "c0"};
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK_EQUAL(ids_at(i, "!r"), expected);
+}
+
+CAF_TEST(events_no_majority_took_are_replaced_by_the_majoritys) {
+  auto n0 = node(0);
+  CAF_REQUIRE(append_at(n0, "!r", events("a", 2)));
+  // A deposed coordinator's append that reached replica 2 alone.
+  auto held = image_at(2, "!r");
+  room_suffix lost;
+  lost.room = "!r";
+  lost.segments = held.segments;
+  lost.segments.push_back(timeline_segment{1, 2});
+  lost.from = 2;
+  lost.events = {event("lost")};
+  auto taken = ask<room_answer>(replicas[2].store, replica_atom::value,
+                                room_atom::value, append_atom::value,
+                                held.segments.back().ballot, lost);
+  CAF_REQUIRE(taken);
+  CAF_REQUIRE_EQUAL(ids_at(2, "!r").size(), 3u);
+  CAF_REQUIRE(append_at(n0, "!r", events("b", 1)));
+  CAF_CHECK_EQUAL(ids_at(2, "!r"),
+                  (std::vector<std::string>{"a0", "a1", "b0"}));
+}
+
+CAF_TEST(a_backfill_is_answered_once_its_position_is_on_a_majority) {
+  auto n0 = node(0);
+  CAF_REQUIRE(append_at(n0, "!r", events("e", 10)));
+  auto first = backfill_at(n0, "!r", 3, 2);
+  CAF_CHECK_EQUAL(ids_of(first.events),
+                  (std::vector<std::string>{"e9", "e8", "e7", "e6", "e5",
+                                            "e4"}));
+  // The position is on a majority (here every replica): 4.
+  std::size_t holding = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto x = image_at(i, "!r");
+    holding += x.positioned && x.position == 4 ? 1 : 0;
+  }
+  CAF_CHECK_GREATER_OR_EQUAL(holding, 2u);
+  // The next coordinator (a client failed over) goes on from there: no
+  // event delivered twice, none skipped.
+  auto n1 = node(1);
+  auto rest = backfill_at(n1, "!r", 3, 0);
+  CAF_CHECK_EQUAL(ids_of(rest.events),
+                  (std::vector<std::string>{"e3", "e2", "e1", "e0"}));
+  CAF_CHECK(rest.reason == stop_reason::reached_timeline_start);
+}
+
+CAF_TEST(a_catching_up_replica_counts_out_of_every_round) {
+  replicas[0].catching_up->store(true);
+  auto n0 = node(0);
+  auto refused = append_at(n0, "!r", events("a", 1));
+  CAF_REQUIRE(!refused);
+  CAF_CHECK(sys.render(refused.error()).find("catching up")
+            != std::string::npos);
+  // Its endpoint refuses other coordinators' rounds too.
+  auto prepare = ask<room_answer>(replicas[0].gateway, replica_atom::value,
+                                  room_atom::value, prepare_atom::value,
+                                  std::string{"!r"}, uint64_t{5});
+  CAF_REQUIRE(!prepare);
+  CAF_CHECK_EQUAL(code_of(prepare.error()), code(errc::catching_up));
+  // The others still make a majority.
+  auto n1 = node(1);
+  CAF_CHECK(append_at(n1, "!r", events("b", 1)));
+}
+
+CAF_TEST(a_replica_catches_up_from_its_peers_before_it_takes_part) {
+  auto n0 = node(0, {node_actor{}, node_actor{}, silent()}, 300ms);
+  CAF_REQUIRE(append_at(n0, "!r", events("a", 4)));
+  CAF_REQUIRE(append_at(n0, "!other", events("o", 1)));
+  CAF_REQUIRE_EQUAL(backfill_at(n0, "!r", 2, 1).events.size(), 2u);
+  CAF_CHECK(ids_at(2, "!r").empty());
+  scoped_actor self{sys};
+  // Set before anything serves, as the node does.
+  replicas[2].catching_up->store(true);
+  auto repair = sync_of(2, true, actor_cast<actor>(self));
+  introduce(repair, 2);
+  self->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_CHECK(!replicas[2].catching_up->load());
+  auto x = image_at(2, "!r");
+  CAF_CHECK_EQUAL(ids_of(x.events),
+                  (std::vector<std::string>{"a0", "a1", "a2", "a3"}));
+  CAF_CHECK(x.positioned);
+  CAF_CHECK_EQUAL(x.position, 2u);
+  // Only the rooms node 2 is a replica of: every room here, with 3 nodes.
+  CAF_CHECK_EQUAL(ids_at(2, "!other"), (std::vector<std::string>{"o0"}));
+}
+
+CAF_TEST(a_stopping_coordinator_answers_every_open_call) {
+  auto n0 = node(0, {node_actor{}, silent(), silent()}, 60s);
+  scoped_actor self{sys};
+  auto pending = self->request(n0.coordinator, 30s, append_atom::value,
+                               std::string{"!r"}, events("a", 1));
+  anon_send_exit(n0.coordinator, exit_reason::user_shutdown);
+  pending.receive([](uint64_t) { CAF_FAIL("answered without a majority"); },
+                  [&](error& err) {
+                    CAF_CHECK_EQUAL(code_of(err),
+                                    code(errc::stopped_before_answer));
+                  });
+}
+
+CAF_TEST(malformed_requests_are_refused) {
+  auto n0 = node(0);
+  auto unnamed = append_at(n0, "", events("a", 1));
+  CAF_REQUIRE(!unnamed);
+  CAF_CHECK_EQUAL(code_of(unnamed.error()), code(errc::invalid_request));
+  auto no_id = append_at(n0, "!r", {event("")});
+  CAF_REQUIRE(!no_id);
+  CAF_CHECK_EQUAL(code_of(no_id.error()), code(errc::invalid_request));
+  auto forged = ask<ok_atom>(n0.coordinator, commit_atom::value,
+                             std::string{"!r"}, page_cursor{9, 3});
+  CAF_REQUIRE(!forged);
+  CAF_CHECK_EQUAL(code_of(forged.error()), code(errc::invalid_request));
+  auto forwards = ask<ok_atom>(n0.coordinator, commit_atom::value,
+                               std::string{"!r"}, page_cursor{3, 9});
+  CAF_REQUIRE(!forwards);
+  CAF_CHECK_EQUAL(code_of(forwards.error()), code(errc::invalid_request));
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
