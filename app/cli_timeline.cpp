@@ -1,5 +1,5 @@
-// coalesce-cli's timeline commands: appending events to a room, and
-// backfilling a room's history through the scheduler.
+// coalesce-cli's timeline commands: appending events to a room, reading a
+// page of it, and backfilling a room's history through the scheduler.
 
 #include <memory>
 
@@ -23,6 +23,20 @@ int timeline_append(session& s, const std::string& room) {
                             std::move(batch)))
       return fail(*failed);
   }
+  return exit_ok;
+}
+
+/// One page from the room's position, read only: the position does not
+/// move (`backfill` moves it).
+int read_page(session& s, const std::string& room, uint32_t max_events) {
+  timeline_page page;
+  if (auto failed = s.ask(page, page_atom::value, room, max_events))
+    return fail(*failed);
+  std::cout << (page.reached_start ? "reached_start" : "more") << ' '
+            << page.cursor.read_at << ' ' << page.cursor.next << '\n';
+  for (const auto& event : page.events)
+    std::cout << format_event_line(event) << '\n';
+  std::cout.flush();
   return exit_ok;
 }
 
@@ -151,6 +165,19 @@ void add_timeline_commands(CLI::App& app, cli_commands& commands) {
   append->add_option("room", *room, "the room")->required();
   commands.push_back({append, [room](session& s) {
                         return timeline_append(s, *room);
+                      }});
+  auto max_events = std::make_shared<uint32_t>(100);
+  auto page = timeline->add_subcommand(
+    "page", "print the page of ROOM a backfill would load next, without "
+            "moving its position: \"reached_start\" or \"more\", the "
+            "position it was read at and the one after it, then the events "
+            "newest first");
+  page->add_option("room", *room, "the room")->required();
+  page->add_option("--max-events", *max_events, "events at most")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  commands.push_back({page, [room, max_events](session& s) {
+                        return read_page(s, *room, *max_events);
                       }});
   add_backfill_command(app, commands);
 }

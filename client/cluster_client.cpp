@@ -362,11 +362,13 @@ std::vector<std::size_t> replicas_of(client_pointer self,
 }
 
 /// Whether a failed exchange with a replica is worth one with the next:
-/// the node could not be reached, did not answer, or is shutting down.
+/// the node could not be reached, did not answer, is shutting down, or
+/// cannot coordinate the key while its replica catches up (a room's).
 bool worth_failing_over(const caf::error& err) {
   return err.category() == errc_category
          && (err.code() == static_cast<uint8_t>(errc::node_unreachable)
-             || err.code() == static_cast<uint8_t>(errc::node_shutting_down));
+             || err.code() == static_cast<uint8_t>(errc::node_shutting_down)
+             || err.code() == static_cast<uint8_t>(errc::catching_up));
 }
 
 /// Passes over node `index` for a while; true unless it already was (the
@@ -466,7 +468,9 @@ void attempt_batch(client_pointer self, Atom atom,
 }
 
 /// One replicated key's request (`xs`), to its coordinator, again to the
-/// next replica while it fails and the deadline allows.
+/// next replica while it fails and the deadline allows. What a service
+/// issues (a ticket, a lease) is answered under the client's own number,
+/// remembering the replica that issued it.
 template <class Output, class... Ts>
 void attempt_one(client_pointer self, routing_key key,
                  std::shared_ptr<const std::string> key_text,
@@ -478,7 +482,12 @@ void attempt_one(client_pointer self, routing_key key,
     [&](auto... args) {
       send_to<Output>(
         self, index, attempt_deadline(self, deadline),
-        [promise](Output& answer) mutable { promise.deliver(std::move(answer)); },
+        [self, index, promise](Output& answer) mutable {
+          if constexpr (contains_v<all_issued, Output>)
+            promise.deliver(remember(self, index, answer));
+          else
+            promise.deliver(std::move(answer));
+        },
         [self, key, key_text, promise, deadline, index,
          xs](const caf::error& err) mutable {
           if (worth_failing_over(err) && clock::now() < deadline
@@ -492,20 +501,19 @@ void attempt_one(client_pointer self, routing_key key,
     xs);
 }
 
-/// A request naming one key: to its owner. What the owner answers that a
-/// service issues (a ticket, a lease) is answered under the client's own
-/// number, remembering the owner.
+/// A request naming one key: to its owner, or with replicas to its first
+/// live replica (`attempt_one`). What the owner answers that a service
+/// issues (a ticket, a lease) is answered under the client's own number,
+/// remembering the owner.
 template <class Output, class Atom, class... Args>
 caf::result<Output> to_owner(client_pointer self, const routing_key& key,
                              Atom atom, Args&... args) {
-  if constexpr (!contains_v<all_issued, Output>) {
-    if (replicated(self, key)) {
-      auto promise = self->make_response_promise<Output>();
-      auto text = std::make_shared<const std::string>(key.value);
-      attempt_one<Output>(self, key, text, promise, deadline_of(self),
-                          std::make_tuple(atom, std::move(args)...));
-      return promise;
-    }
+  if (replicated(self, key)) {
+    auto promise = self->make_response_promise<Output>();
+    auto text = std::make_shared<const std::string>(key.value);
+    attempt_one<Output>(self, key, text, promise, deadline_of(self),
+                        std::make_tuple(atom, std::move(args)...));
+    return promise;
   }
   auto owner = self->state.map.owner_index(key);
   if constexpr (!contains_v<all_issued, Output>) {
@@ -569,6 +577,25 @@ caf::result<Output> to_owners(client_pointer self, const routing_keys_t& keys,
   }
 }
 
+/// What the caller of a ticket or lease whose issuer was lost or is
+/// stopping is told: it went with its node, and a retry goes to the next
+/// replica (a backfill run there continues from the room's committed
+/// position). Other errors pass unchanged.
+caf::error issuer_lost(const caf::error& err, uint64_t id) {
+  if (err.category() != errc_category
+      || (err.code() != static_cast<uint8_t>(errc::node_unreachable)
+          && err.code() != static_cast<uint8_t>(errc::node_shutting_down)))
+    return err;
+  std::string why;
+  if (err.context().match_elements<std::string>())
+    why = err.context().get_as<std::string>(0) + "; ";
+  return make_error(static_cast<errc>(err.code()),
+                    why + "ticket or lease " + std::to_string(id)
+                      + " went with it: retry the request, the next "
+                        "replica takes it (a backfill continues from the "
+                        "room's committed position)");
+}
+
 /// A request carrying what one node issued: to that node, under the real
 /// one; forgotten once answered.
 template <class Output, class Atom, class Issued>
@@ -588,8 +615,10 @@ caf::result<Output> to_issuer(client_pointer self, Atom atom,
       issued.erase(id);
       promise.deliver(std::move(answer));
     },
-    [promise](const caf::error& err) mutable { promise.deliver(err); }, atom,
-    i->second.real);
+    [promise, id](const caf::error& err) mutable {
+      promise.deliver(issuer_lost(err, id));
+    },
+    atom, i->second.real);
   return promise;
 }
 

@@ -359,6 +359,15 @@ void prepare(coordinator_pointer self, const std::string& room, done_fn done,
     return;
   }
   auto& st = self->state;
+  if (catching_up(self, st.settings.self)) {
+    // Its own replica may lack what it acknowledged: the client takes the
+    // room to the next replica (cluster_client.hpp fails over on this).
+    done(make_error(errc::catching_up,
+                    "room " + room
+                      + ": this node's replica is catching up from its "
+                        "peers; the next replica serves it"));
+    return;
+  }
   auto ballot = replica_calls::next_ballot(st.ballots, st.settings.self,
                                            c.seen);
   auto view = std::make_shared<prepare_view>();

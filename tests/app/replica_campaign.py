@@ -17,7 +17,9 @@ before the next:
 
 A second load puts sessions (`session put`: a register, then a persist of a
 new blob with one new update row), hot ones and cold ones written once
-before the faults.
+before the faults. A third appends events to rooms (1-3 at a time, a hot
+room among them) and backfills other rooms, filled before the faults, a
+few events at a time.
 
 Then, with every node back and caught up, the checker reads every key
 through the cluster client and through each of its replicas as coordinator:
@@ -25,7 +27,14 @@ each must answer the newest capture whose `put` was answered, or one
 attempted after it (an unanswered attempt may or may not have landed),
 never an older one and never nothing. Each session must give the blob of
 its newest answered put, or of a put attempted after it, and hold the
-update row of every answered put. Last, it answers a flush, kills every
+update row of every answered put. Each appended room, read whole
+(`timeline page`, which moves nothing) through the cluster client and
+through each replica, must hold every answered append's events, together,
+in the order the appends were answered. Each backfilled room, backfilled
+to its start at the end, must have had every event delivered by some
+backfill (unless a backfill's answer was lost with its node), and no
+backfill may deliver an event at or above the oldest one a backfill
+answered before it started (the answered position holds). Last, it answers a flush, kills every
 node at once (everything held in memory is gone), restarts them all, and
 checks that every capture answered before that flush is still read.
 
@@ -54,6 +63,10 @@ SENDER = "s@s.whatsapp.net"
 SESSIONS = [f"campaign-s{i}" for i in range(6)]
 HOT_SESSION = SESSIONS[0]
 COLD_SESSIONS = [f"cold-s{i}" for i in range(8)]
+APPEND_ROOMS = [f"!campaign-a{i}:x" for i in range(4)]
+HOT_ROOM = APPEND_ROOMS[0]
+BACKFILL_ROOMS = [f"!campaign-b{i}:x" for i in range(2)]
+BACKFILL_EVENTS = 300
 
 
 def hex32(n):
@@ -155,6 +168,13 @@ class Campaign:
         self.session_counter = 0
         self.answered_session_puts = 0
         self.failed_session_puts = 0
+        # Rooms: every append attempted, per room, in order, as [event ids,
+        # answered ok]; every backfill as a dict (start, end, rc, events).
+        self.room_appends = {}
+        self.room_counter = 0
+        self.answered_appends = 0
+        self.failed_appends = 0
+        self.backfills = {r: [] for r in BACKFILL_ROOMS}
         self.stop_load = threading.Event()
 
     def cli(self, args, stdin=None, timeout="4s"):
@@ -245,6 +265,52 @@ class Campaign:
                 self.answered_session_puts += 1
             else:
                 self.failed_session_puts += 1
+
+    def append_events(self, room, count, timeout="4s"):
+        ids = []
+        lines = []
+        for _ in range(count):
+            self.room_counter += 1
+            ids.append(f"ev{self.room_counter}")
+            lines.append(f"ev{self.room_counter} m.room.message "
+                         f"{1700000000 + self.room_counter} body")
+        with self.record_lock:
+            entry = [ids, None]
+            self.room_appends.setdefault(room, []).append(entry)
+        rc, _, err = self.ccli(["timeline", "append", room],
+                               stdin="\n".join(lines) + "\n", timeout=timeout)
+        with self.record_lock:
+            entry[1] = rc == 0
+        return rc, err
+
+    def backfill(self, room):
+        started = time.time()
+        rc, out, _ = self.ccli(["backfill", room, "--batch-size", "3",
+                                "--max-batches", "1"], timeout="4s")
+        lines = out.splitlines()
+        events = [line.split(" ")[0] for line in lines[1:]]
+        self.backfills[room].append({"start": started, "end": time.time(),
+                                     "rc": rc, "events": events,
+                                     "reason": lines[0] if lines else None})
+
+    def room_load(self):
+        rng = random.Random(self.args.seed + 3)
+        while not self.stop_load.is_set():
+            if rng.random() < 0.6:
+                room = HOT_ROOM if rng.random() < 0.4 else rng.choice(APPEND_ROOMS)
+                rc, _ = self.append_events(room, rng.randint(1, 3))
+                if rc == 0:
+                    self.answered_appends += 1
+                else:
+                    self.failed_appends += 1
+            else:
+                self.backfill(rng.choice(BACKFILL_ROOMS))
+
+    def fill_backfill_rooms(self):
+        for room in BACKFILL_ROOMS:
+            rc, err = self.append_events(room, BACKFILL_EVENTS, timeout="20s")
+            if rc != 0:
+                raise RuntimeError(f"filling room {room} failed: {err.strip()}")
 
     def load(self):
         n = 0
@@ -385,6 +451,95 @@ class Campaign:
                                      if answered else None})
         return lost, stale, reads, problems
 
+    def read_room(self, via, room):
+        rc, out, err = self.cli(via + ["timeline", "page", room,
+                                       "--max-events", "100000"],
+                                timeout="10s")
+        if rc != 0:
+            raise RuntimeError(f"timeline page {room} through {via} failed: {err.strip()}")
+        lines = out.splitlines()
+        return [line.split(" ")[0] for line in reversed(lines[1:])]
+
+    def check_appended_rooms(self):
+        """Every appended room through the cluster client and each replica:
+        each answered append's events together, in answer order."""
+        lost = disordered = reads = 0
+        problems = []
+        for room in APPEND_ROOMS:
+            appends = self.room_appends.get(room, [])
+            answered = [ids for ids, ok in appends if ok]
+            rc, out, _ = self.ccli(["owner", "room", room])
+            vias = [["--nodes", self.nodes_arg]] + [
+                ["--port", str(n.port)] for n in self.nodes
+                if rc == 0 and n.where in out.split()]
+            for via in vias:
+                reads += 1
+                log = self.read_room(via, room)
+                where = {}
+                for i, x in enumerate(log):
+                    where.setdefault(x, i)
+                last = -1
+                for ids in answered:
+                    if any(x not in where for x in ids):
+                        lost += 1
+                        if len(problems) < 10:
+                            problems.append({"via": " ".join(via), "room": room,
+                                             "append lost": ids})
+                        continue
+                    first = where[ids[0]]
+                    together = [where[x] for x in ids] == list(
+                        range(first, first + len(ids)))
+                    if not together or first < last:
+                        disordered += 1
+                        if len(problems) < 10:
+                            problems.append({"via": " ".join(via), "room": room,
+                                             "append out of order": ids})
+                    last = max(last, first)
+        return lost, disordered, reads, problems
+
+    def check_backfilled_rooms(self):
+        """Every backfilled room, backfilled to its start: no event skipped
+        (unless a backfill's answer was lost), and no backfill above an
+        answered one's oldest event."""
+        skipped = repeated = unknown = 0
+        problems = []
+        for room in BACKFILL_ROOMS:
+            rc, out, err = self.ccli(["backfill", room, "--batch-size", "50"],
+                                     timeout="30s")
+            if rc != 0:
+                raise RuntimeError(f"the final backfill of {room} failed: {err.strip()}")
+            lines = out.splitlines()
+            final = [line.split(" ")[0] for line in lines[1:]]
+            runs = self.backfills[room]
+            unknown += sum(1 for b in runs if b["reason"] is None)
+            seen = set(final)
+            for b in runs:
+                seen.update(b["events"])
+            ids = self.room_appends[room][0][0]
+            missing = [x for x in ids if x not in seen]
+            if missing and not any(b["reason"] is None for b in runs):
+                skipped += len(missing)
+                if len(problems) < 10:
+                    problems.append({"room": room, "never delivered": missing[:5]})
+            # The position an answered backfill committed holds for every
+            # backfill that started after its answer.
+            order = {x: i for i, x in enumerate(ids)}
+            for a in runs:
+                if a["rc"] != 0 or not a["events"]:
+                    continue
+                oldest = min(order[x] for x in a["events"])
+                for b in runs + [{"start": float("inf"), "events": final}]:
+                    if b["start"] <= a["end"]:
+                        continue
+                    above = [x for x in b["events"] if order[x] >= oldest]
+                    if above:
+                        repeated += 1
+                        if len(problems) < 10:
+                            problems.append({"room": room,
+                                             "delivered again": above[:5]})
+                        break
+        return skipped, repeated, unknown, problems
+
     def views(self):
         """Who reads what: the cluster client every key, and each node, as
         coordinator, the keys of the chats it is a replica of."""
@@ -425,10 +580,13 @@ class Campaign:
         self.wait_caught_up()
         self.put_cold()
         self.put_cold_sessions()
+        self.fill_backfill_rooms()
         loader = threading.Thread(target=self.load, daemon=True)
         loader.start()
         session_loader = threading.Thread(target=self.session_load, daemon=True)
         session_loader.start()
+        room_loader = threading.Thread(target=self.room_load, daemon=True)
+        room_loader.start()
         kinds = ["kill", "catch-up", "stop", "wipe"]
         started = time.time()
         for cycle in range(self.args.cycles):
@@ -437,9 +595,12 @@ class Campaign:
         self.stop_load.set()
         loader.join(timeout=180)
         session_loader.join(timeout=180)
+        room_loader.join(timeout=180)
         self.wait_caught_up()
         lost, stale, reads, problems = self.check()
         s_lost, s_stale, s_reads, s_problems = self.check_sessions()
+        r_lost, r_disordered, r_reads, r_problems = self.check_appended_rooms()
+        skipped, repeated, unknown, b_problems = self.check_backfilled_rooms()
         # Whole-cluster crash after an answered flush.
         rc, _, err = self.ccli(["secret", "flush"], timeout="30s")
         flushed = rc == 0
@@ -476,6 +637,16 @@ class Campaign:
             "session_puts_failed": self.failed_session_puts,
             "sessions_read": s_reads, "answered_persists_lost": s_lost,
             "stale_session_reads": s_stale,
+            "appends_answered": self.answered_appends,
+            "appends_failed": self.failed_appends,
+            "rooms_read": r_reads, "answered_appends_lost": r_lost,
+            "appends_out_of_order": r_disordered,
+            "backfills": sum(len(v) for v in self.backfills.values()),
+            "backfills_answered": sum(1 for v in self.backfills.values()
+                                      for b in v if b["rc"] == 0),
+            "backfills_without_answer": unknown,
+            "events_skipped": skipped,
+            "events_delivered_above_answered_position": repeated,
             "final_flush_answered": flushed,
             "after_whole_cluster_crash": {"keys_read": crash_reads,
                                           "lost": crash_lost,
@@ -483,13 +654,16 @@ class Campaign:
                                           "sessions_read": cs_reads,
                                           "sessions_lost": cs_lost,
                                           "sessions_stale": cs_stale},
-            "problems": problems + crash_problems + s_problems + cs_problems,
+            "problems": (problems + crash_problems + s_problems + cs_problems
+                         + r_problems + b_problems),
         }
         print(json.dumps(result))
         ok = (lost == 0 and stale == 0 and crash_lost == 0
               and crash_stale == 0 and flushed and self.answered_puts > 0
               and s_lost == 0 and s_stale == 0 and cs_lost == 0
-              and cs_stale == 0 and self.answered_session_puts > 0)
+              and cs_stale == 0 and self.answered_session_puts > 0
+              and r_lost == 0 and r_disordered == 0 and skipped == 0
+              and repeated == 0 and self.answered_appends > 0)
         return 0 if ok else 1
 
 

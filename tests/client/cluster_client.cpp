@@ -268,6 +268,28 @@ CAF_TEST(a lost node fails its keys naming it and is reconnected once back) {
   CAF_CHECK(back->secret == entry(0).secret);
 }
 
+CAF_TEST(an await whose node was lost fails saying to retry) {
+  std::string room = "!lost:x";
+  auto issuer = map.owner_index({key_kind::room, room});
+  CAF_REQUIRE(ask<uint64_t>(append_atom::value, room,
+                            std::vector<timeline_event>{
+                              {"e1", "m.text", 1, "hi"}}));
+  backfill_request request;
+  request.room = room;
+  auto ticket = ask<backfill_ticket>(enqueue_atom::value, request);
+  CAF_REQUIRE(ticket);
+  members[issuer].stop();
+  auto result = ask<backfill_result>(await_atom::value, *ticket);
+  CAF_REQUIRE(!result);
+  auto said = client_sys.render(result.error());
+  CAF_MESSAGE(said);
+  CAF_CHECK_EQUAL(result.error().code(),
+                  static_cast<uint8_t>(errc::node_unreachable));
+  CAF_CHECK_NOT_EQUAL(said.find(map.nodes()[issuer].text()),
+                      std::string::npos);
+  CAF_CHECK_NOT_EQUAL(said.find("retry the request"), std::string::npos);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
 
 namespace {
@@ -341,6 +363,68 @@ CAF_TEST(a cluster client of replicated nodes stamps each capture once) {
     if (i > 0)
       CAF_CHECK_GREATER(taken[i].stamp, taken[i - 1].stamp);
   }
+  anon_send_exit(client, exit_reason::user_shutdown);
+  for (std::size_t i = 0; i < 3; ++i) {
+    static_cast<void>(sys.middleman().unpublish(gateways[i], nodes[i].port));
+    anon_send_exit(gateways[i], exit_reason::user_shutdown);
+    anon_send_exit(recorders[i], exit_reason::user_shutdown);
+  }
+}
+
+namespace {
+
+/// Stands in for a node's room coordinator: counts the appends it takes,
+/// or refuses them as a coordinator whose replica catches up does.
+behavior room_recorder(event_based_actor*, std::shared_ptr<int> taken,
+                       bool catching_up) {
+  return {
+    [=](append_atom, const std::string& room,
+        std::vector<timeline_event>& xs) -> result<uint64_t> {
+      if (catching_up)
+        return make_error(errc::catching_up,
+                          "room " + room + ": this node's replica is "
+                                           "catching up from its peers");
+      *taken += static_cast<int>(xs.size());
+      return uint64_t{xs.size()};
+    },
+  };
+}
+
+} // namespace
+
+CAF_TEST(a room whose first replica catches up is served by the next) {
+  io_config cfg;
+  actor_system sys{cfg};
+  std::vector<node_endpoint> nodes;
+  for (int i = 0; i < 3; ++i)
+    nodes.push_back({"127.0.0.1", free_port(sys)});
+  cluster_map map{nodes};
+  std::string room = "!catching:x";
+  auto order = map.replica_indices({key_kind::room, room}, 3);
+  std::vector<std::shared_ptr<int>> taken;
+  std::vector<actor> recorders;
+  std::vector<node_actor> gateways;
+  for (std::size_t i = 0; i < 3; ++i) {
+    taken.push_back(std::make_shared<int>(0));
+    recorders.push_back(sys.spawn(room_recorder, taken[i], i == order[0]));
+    service_handles handles;
+    handles.timeline = actor_cast<timeline_requests>(recorders[i]);
+    gateways.push_back(spawn_node_gateway(sys, handles));
+    CAF_REQUIRE(sys.middleman().publish(gateways[i], nodes[i].port,
+                                        "127.0.0.1", true));
+  }
+  io_config client_cfg;
+  actor_system client_sys{client_cfg};
+  auto client = spawn_cluster_client(client_sys, map, 5s, 3);
+  scoped_actor self{client_sys};
+  self
+    ->request(client, 15s, append_atom::value, room,
+              std::vector<timeline_event>{{"e1", "m.text", 1, "hi"}})
+    .receive([](uint64_t) {},
+             [&](error& err) { CAF_FAIL(client_sys.render(err)); });
+  CAF_CHECK_EQUAL(*taken[order[0]], 0);
+  CAF_CHECK_EQUAL(*taken[order[1]], 1);
+  CAF_CHECK_EQUAL(*taken[order[2]], 0);
   anon_send_exit(client, exit_reason::user_shutdown);
   for (std::size_t i = 0; i < 3; ++i) {
     static_cast<void>(sys.middleman().unpublish(gateways[i], nodes[i].port));

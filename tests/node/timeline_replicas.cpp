@@ -257,6 +257,17 @@ CAF_TEST(a_replica_behind_is_sent_the_events_it_lacks) {
                   (std::vector<std::string>{"a0", "a1", "a2", "b0"}));
 }
 
+CAF_TEST(a_coordinator_whose_replica_is_behind_adopts_the_newest_log) {
+  auto n0 = node(0, {node_actor{}, node_actor{}, silent()}, 300ms);
+  CAF_REQUIRE(append_at(n0, "!r", events("a", 3)));
+  CAF_REQUIRE(ids_at(2, "!r").empty());
+  auto n2 = node(2);
+  CAF_REQUIRE(append_at(n2, "!r", events("b", 1)));
+  std::vector<std::string> expected{"a0", "a1", "a2", "b0"};
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK_EQUAL(ids_at(i, "!r"), expected);
+}
+
 CAF_TEST(a_new_coordinator_continues_the_log_and_cuts_the_old_one_off) {
   auto n0 = node(0);
   CAF_REQUIRE(append_at(n0, "!r", events("a", 2)));
@@ -322,6 +333,8 @@ CAF_TEST(a_catching_up_replica_counts_out_of_every_round) {
   auto n0 = node(0);
   auto refused = append_at(n0, "!r", events("a", 1));
   CAF_REQUIRE(!refused);
+  // The code the cluster client fails over on.
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
   CAF_CHECK(sys.render(refused.error()).find("catching up")
             != std::string::npos);
   // Its endpoint refuses other coordinators' rounds too.
