@@ -19,7 +19,7 @@ A second load puts sessions (`session put`: a register, then a persist of a
 new blob with one new update row), hot ones and cold ones written once
 before the faults. A third appends events to rooms (1-3 at a time, a hot
 room among them) and backfills other rooms, filled before the faults, a
-few events at a time.
+few events at a time; cold rooms are appended to once before the faults.
 
 Then, with every node back and caught up, the checker reads every key
 through the cluster client and through each of its replicas as coordinator:
@@ -66,6 +66,9 @@ COLD_SESSIONS = [f"cold-s{i}" for i in range(8)]
 APPEND_ROOMS = [f"!campaign-a{i}:x" for i in range(4)]
 HOT_ROOM = APPEND_ROOMS[0]
 BACKFILL_ROOMS = [f"!campaign-b{i}:x" for i in range(2)]
+# Appended once before the faults and never again: only a replica's
+# catch-up gives them back to a wiped node before the next one is wiped.
+COLD_ROOMS = [f"!campaign-c{i}:x" for i in range(6)]
 BACKFILL_EVENTS = 300
 
 
@@ -306,6 +309,12 @@ class Campaign:
             else:
                 self.backfill(rng.choice(BACKFILL_ROOMS))
 
+    def fill_cold_rooms(self):
+        for room in COLD_ROOMS:
+            rc, err = self.append_events(room, 3, timeout="20s")
+            if rc != 0:
+                raise RuntimeError(f"the cold room {room}'s append failed: {err.strip()}")
+
     def fill_backfill_rooms(self):
         for room in BACKFILL_ROOMS:
             rc, err = self.append_events(room, BACKFILL_EVENTS, timeout="20s")
@@ -465,7 +474,7 @@ class Campaign:
         each answered append's events together, in answer order."""
         lost = disordered = reads = 0
         problems = []
-        for room in APPEND_ROOMS:
+        for room in APPEND_ROOMS + COLD_ROOMS:
             appends = self.room_appends.get(room, [])
             answered = [ids for ids, ok in appends if ok]
             rc, out, _ = self.ccli(["owner", "room", room])
@@ -581,6 +590,7 @@ class Campaign:
         self.put_cold()
         self.put_cold_sessions()
         self.fill_backfill_rooms()
+        self.fill_cold_rooms()
         loader = threading.Thread(target=self.load, daemon=True)
         loader.start()
         session_loader = threading.Thread(target=self.session_load, daemon=True)
