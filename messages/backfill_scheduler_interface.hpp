@@ -58,8 +58,9 @@ struct backfill_scheduler_descriptor {
     message_type<backfill_result>{"coalesce.backfill_result"},
     message_type<backfill_scheduler_stats>{"coalesce.scheduler_stats"});
 
-  /// A room's backfills run on the node owning the room; a ticket names a
-  /// run of the node that issued it.
+  /// A room's backfills run on the replica of the room that the request
+  /// reaches (its coordinator); a ticket names a run of the node that
+  /// issued it.
   static one_key routed_by(enqueue_atom, const backfill_request& x) {
     return {key_kind::room, x.room};
   }

@@ -85,7 +85,8 @@ struct secret_buffer_descriptor {
     message_type<stored_secret>{"coalesce.stored_secret"},
     message_type<secret_buffer_stats>{"coalesce.secret_buffer_stats"});
 
-  /// A chat's secrets live on the node owning the chat.
+  /// A chat's secrets live on the chat's replicas; the one a request
+  /// reaches coordinates it.
   static one_key routed_by(queue_atom, const secret_entry& x) {
     return {key_kind::chat, x.chat};
   }

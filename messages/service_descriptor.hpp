@@ -205,7 +205,8 @@ using routing_keys_t = std::vector<routing_key>;
 // The rules a descriptor's `routed_by` answers, one kind per way a cluster
 // routes a request (coalesce/client/cluster_client.hpp).
 
-/// The request names one key: the node owning it serves it.
+/// The request names one key: its replicas serve it (a node alone: that
+/// node), the first the client reaches coordinating.
 struct one_key {
   one_key(key_kind kind, std::string_view value) : key{kind, value} {
     // nop

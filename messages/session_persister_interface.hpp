@@ -117,8 +117,9 @@ struct session_persister_descriptor {
     message_type<session_persister_stats>{"coalesce.persister_stats"},
     message_type<session_handle_actor>{"coalesce.session_handle"});
 
-  /// A session lives on the node owning its id, which every request but
-  /// `flush_all` and `release` names first.
+  /// A session lives on its id's replicas (the one a request reaches
+  /// coordinates it); every request but `flush_all` and `release` names
+  /// the id first.
   template <class... Rest>
   static one_key routed_by(register_atom, const std::string& session,
                            const Rest&...) {

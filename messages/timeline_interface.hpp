@@ -54,8 +54,9 @@ struct timeline_descriptor {
     message_type<page_cursor>{"coalesce.page_cursor"},
     message_type<timeline_page>{"coalesce.timeline_page"});
 
-  /// A room's timeline lives on the node owning the room; a pager's
-  /// requests (a scheduler on another node paging this node's timeline,
+  /// A room's timeline lives on the room's replicas; the one a request
+  /// reaches coordinates it (coalesce/node/timeline_replicas.hpp). A
+  /// pager's requests (a scheduler on another node paging this room,
   /// coalesce.scheduler-remote-pager) go there like its appends.
   static one_key routed_by(page_atom, const std::string& room, uint32_t) {
     return {key_kind::room, room};
