@@ -13,6 +13,7 @@
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/secret_sync_interface.hpp>
 #include <coalesce/node/peer_watch.hpp>
+#include <coalesce/node/sync_rounds.hpp>
 
 namespace coalesce::storage {
 class database;
@@ -46,8 +47,6 @@ class database;
 ///
 /// It reads RocksDB itself (a full scan per exchange), so it runs detached.
 namespace coalesce {
-
-using caught_up_atom = caf::atom_constant<caf::atom("caughtup")>;
 
 using secret_sync_actor = secret_sync_requests::extend<
   caf::reacts_to<peer_up_atom, uint64_t, node_actor>,

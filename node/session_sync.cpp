@@ -145,11 +145,6 @@ void exchange(sync_pointer self, std::size_t peer,
       [done](caf::error& err) { done(std::move(err)); });
 }
 
-std::vector<std::size_t> every_peer(sync_pointer self) {
-  return coalesce::every_peer(self->state.settings.map.size(),
-                              self->state.settings.self);
-}
-
 session_sync_impl::behavior_type
 session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
              std::vector<session_replica_io_actor> local, caf::actor caught_up,
@@ -160,37 +155,11 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
   st.caught_up = std::move(caught_up);
   st.settings = std::move(settings);
   st.peers.resize(st.settings.map.size());
-  st.rounds = std::make_unique<sync_rounds>(
-    "sessions", "sessions", st.settings.counters,
-    [self](std::size_t peer, sync_rounds::report_fn done) {
-      exchange(self, peer, std::move(done));
-    },
-    [self](std::size_t peer) {
-      return self->state.settings.map.nodes()[peer].text();
-    },
-    [self](const caf::error& err) { return self->system().render(err); });
-  if (st.settings.catch_up && st.settings.map.size() > 1) {
-    st.settings.catching_up->store(true);
-    st.rounds->start_catch_up(
-      every_peer(self), [self](uint64_t repaired, std::chrono::milliseconds took) {
-        self->state.settings.catching_up->store(false);
-        spdlog::info("sessions: caught up from every peer: {} sessions "
-                     "repaired in {} ms; serving reads",
-                     repaired, took.count());
-        if (self->state.caught_up)
-          caf::anon_send(self->state.caught_up, caught_up_atom::value);
-      });
-    spdlog::info("sessions: the last stop was not clean (or never "
-                 "happened); catching up from every peer before answering "
-                 "reads");
-    self->send(self, catch_up_atom::value, false);
-  } else {
-    st.settings.catching_up->store(false);
-    if (st.caught_up)
-      caf::anon_send(st.caught_up, caught_up_atom::value);
-  }
-  if (st.settings.interval.count() > 0)
-    self->delayed_send(self, st.settings.interval, repair_atom::value);
+  start_sync_rounds(self, "sessions", "sessions", "answering reads",
+                    "serving reads",
+                    [self](std::size_t peer, sync_rounds::report_fn done) {
+                      exchange(self, peer, std::move(done));
+                    });
   return {
     [self](replica_atom, digest_atom, uint64_t asker)
       -> caf::result<std::vector<session_listing>> {

@@ -13,6 +13,8 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
+#include <caf/send.hpp>
+#include <spdlog/spdlog.h>
 
 #include <coalesce/actors/node_gateway.hpp>
 
@@ -101,6 +103,8 @@ private:
 /// periodic round.
 using catch_up_atom = caf::atom_constant<caf::atom("catchup")>;
 using repair_atom = caf::atom_constant<caf::atom("repair")>;
+/// What a repair tells once it caught up (or at once, without a catch-up).
+using caught_up_atom = caf::atom_constant<caf::atom("caughtup")>;
 
 /// Every node of the cluster list but `self`.
 std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self);
@@ -151,6 +155,54 @@ void on_repair(Self* self) {
   auto& st = self->state;
   st.rounds->start_round(every_peer(st.settings.map.size(), st.settings.self));
   self->delayed_send(self, st.settings.interval, repair_atom::value);
+}
+
+/// Starts a repair actor's rounds, as each does when spawned. Its state
+/// holds besides the above `caught_up` (told once caught up) and
+/// `settings.catch_up`, `catching_up` and `counters`. `kind` names the
+/// repaired data in the log ("rooms"), `unit` what is counted ("rooms"),
+/// `serving` what the node does once caught up ("serving reads"). Without
+/// a clean-stop mark it sets `catching_up`, catches up from every peer,
+/// logs both ends and then tells `caught_up`; with one, it tells at once.
+/// A periodic round follows every `settings.interval` (0: never).
+template <class Self>
+void start_sync_rounds(Self* self, const char* kind, const char* unit,
+                       const char* waits, const char* serves,
+                       sync_rounds::exchange_fn exchange) {
+  auto& st = self->state;
+  st.rounds = std::make_unique<sync_rounds>(
+    kind, unit, st.settings.counters, std::move(exchange),
+    [self](std::size_t peer) {
+      return self->state.settings.map.nodes()[peer].text();
+    },
+    [self](const caf::error& err) { return self->system().render(err); });
+  if (st.settings.catch_up && st.settings.map.size() > 1) {
+    st.settings.catching_up->store(true);
+    std::string what = kind;
+    std::string counted = unit;
+    std::string then = serves;
+    st.rounds->start_catch_up(
+      every_peer(st.settings.map.size(), st.settings.self),
+      [self, what, counted, then](uint64_t repaired,
+                                  std::chrono::milliseconds took) {
+        self->state.settings.catching_up->store(false);
+        spdlog::info("{}: caught up from every peer: {} {} repaired in {} "
+                     "ms; {}",
+                     what, repaired, counted, took.count(), then);
+        if (self->state.caught_up)
+          caf::anon_send(self->state.caught_up, caught_up_atom::value);
+      });
+    spdlog::info("{}: the last stop was not clean (or never happened); "
+                 "catching up from every peer before {}",
+                 kind, waits);
+    self->send(self, catch_up_atom::value, false);
+  } else {
+    st.settings.catching_up->store(false);
+    if (st.caught_up)
+      caf::anon_send(st.caught_up, caught_up_atom::value);
+  }
+  if (st.settings.interval.count() > 0)
+    self->delayed_send(self, st.settings.interval, repair_atom::value);
 }
 
 } // namespace coalesce
