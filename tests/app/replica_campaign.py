@@ -34,9 +34,10 @@ in the order the appends were answered. Each backfilled room, backfilled
 to its start at the end, must have had every event delivered by some
 backfill (unless a backfill's answer was lost with its node), and no
 backfill may deliver an event at or above the oldest one a backfill
-answered before it started (the answered position holds). Last, it answers a flush, kills every
-node at once (everything held in memory is gone), restarts them all, and
-checks that every capture answered before that flush is still read.
+answered before it started (the answered position holds). Last, it
+answers a flush, kills every node at once (everything held in memory is
+gone), restarts them all, and checks that every capture answered before
+that flush is still read, and every room holds every answered append.
 
 It prints one JSON object of counts on its last line and exits 1 when an
 answered write was lost or a stale value was read.
@@ -626,6 +627,9 @@ class Campaign:
         # An answered persist is durable on a majority, flush or not.
         cs_lost, cs_stale, cs_reads, cs_problems = self.check_sessions(
             sessions_before)
+        # And an answered append is durable on a majority.
+        cr_lost, cr_disordered, cr_reads, cr_problems = (
+            self.check_appended_rooms())
         for n in self.nodes:
             n.signal(signal.SIGTERM)
         for n in self.nodes:
@@ -663,9 +667,13 @@ class Campaign:
                                           "stale": crash_stale,
                                           "sessions_read": cs_reads,
                                           "sessions_lost": cs_lost,
-                                          "sessions_stale": cs_stale},
+                                          "sessions_stale": cs_stale,
+                                          "rooms_read": cr_reads,
+                                          "appends_lost": cr_lost,
+                                          "appends_out_of_order":
+                                              cr_disordered},
             "problems": (problems + crash_problems + s_problems + cs_problems
-                         + r_problems + b_problems),
+                         + r_problems + b_problems + cr_problems),
         }
         print(json.dumps(result))
         ok = (lost == 0 and stale == 0 and crash_lost == 0
@@ -673,7 +681,8 @@ class Campaign:
               and s_lost == 0 and s_stale == 0 and cs_lost == 0
               and cs_stale == 0 and self.answered_session_puts > 0
               and r_lost == 0 and r_disordered == 0 and skipped == 0
-              and repeated == 0 and self.answered_appends > 0)
+              and repeated == 0 and self.answered_appends > 0
+              and cr_lost == 0 and cr_disordered == 0)
         return 0 if ok else 1
 
 
