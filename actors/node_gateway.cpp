@@ -174,6 +174,12 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
     stats.catching_up = st.peers->catching_up.load();
     stats.sync_rounds = st.peers->sync_rounds.load();
     stats.keys_repaired = st.peers->keys_repaired.load();
+    stats.cluster = st.peers->cluster;
+    for (const auto& node : st.peers->by_node) {
+      stats.peer_down.push_back(node.down ? 1 : 0);
+      stats.replica_requests_by_peer.push_back(node.replica_requests.load());
+      stats.replica_failures_by_peer.push_back(node.replica_failures.load());
+    }
   }
   auto promise = self->make_response_promise<node_stats>();
   stats_gathering gathering{self, std::move(stats), promise};

@@ -5,6 +5,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
@@ -52,10 +54,60 @@ namespace coalesce {
 using foreign_owner_fn = std::function<std::string(const routing_key& key)>;
 
 /// What a clustered node knows of its peers, kept by its peer watch
-/// (coalesce/node/peer_watch.hpp), its secrets' coordinator
-/// (coalesce/node/secret_replicas.hpp) and their repair
-/// (coalesce/node/secret_sync.hpp), read by the gateway into its stats.
+/// (coalesce/node/peer_watch.hpp), its coordinators
+/// (coalesce/node/replica_calls.hpp, secret_replicas.hpp) and their repairs
+/// (coalesce/node/sync_rounds.hpp), read by the gateway into its stats.
 struct peer_counters {
+  /// What this node counts of one node of the cluster list.
+  struct of_node {
+    std::atomic<bool> down{false};
+    std::atomic<uint64_t> replica_requests{0};
+    std::atomic<uint64_t> replica_failures{0};
+  };
+
+  /// `cluster`: the cluster list's addresses, in its order (what the
+  /// counters per node are indexed by); empty counts totals only.
+  explicit peer_counters(std::vector<std::string> cluster = {})
+    : cluster(std::move(cluster)), by_node(this->cluster.size()) {
+    // nop
+  }
+
+  void request_sent(std::size_t node) {
+    ++replica_requests;
+    if (node < by_node.size())
+      ++by_node[node].replica_requests;
+  }
+
+  void request_failed(std::size_t node) {
+    ++replica_failures;
+    if (node < by_node.size())
+      ++by_node[node].replica_failures;
+  }
+
+  void went_down(std::size_t node) {
+    ++down;
+    ++losses;
+    if (node < by_node.size())
+      by_node[node].down = true;
+  }
+
+  void came_up(std::size_t node) {
+    --down;
+    if (node < by_node.size())
+      by_node[node].down = false;
+  }
+
+  /// Before the first connect: every peer of `peers` (indices) counts
+  /// down, no loss.
+  void all_down(const std::vector<std::size_t>& peers) {
+    down = peers.size();
+    for (auto node : peers)
+      if (node < by_node.size())
+        by_node[node].down = true;
+  }
+
+  const std::vector<std::string> cluster;
+  std::vector<of_node> by_node;
   std::atomic<uint64_t> down{0};
   std::atomic<uint64_t> losses{0};
   std::atomic<uint64_t> replica_requests{0};

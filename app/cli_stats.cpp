@@ -26,10 +26,10 @@ json to_json(T& x);
 template <class T>
 void add_field(json& object, const named_field<T>& field) {
   if constexpr (is_vector<T>::value) {
-    if (field.index_name != nullptr) {
+    if (field.names_indices()) {
       json by_name = json::object();
       for (std::size_t i = 0; i < field.value.size(); ++i)
-        by_name[field.index_name(i)] = to_json(field.value[i]);
+        by_name[field.index_text(i)] = to_json(field.value[i]);
       object[field.name] = std::move(by_name);
       return;
     }

@@ -299,7 +299,7 @@ caf::result<Total> to_every_node(client_pointer self, Total initial,
                             std::move(parts));
 }
 
-/// Every counter of `part` added to `total` (flags or-ed).
+/// Every counter of `part` added to `total` (flags or-ed, text kept).
 template <class T>
 void add_counters(T& total, T& part) {
   if constexpr (has_named_fields<T>::value) {
@@ -315,6 +315,10 @@ void add_counters(T& total, T& part) {
       add_counters(total[i], part[i]);
   } else if constexpr (std::is_same<T, bool>::value) {
     total = total || part;
+  } else if constexpr (std::is_same<T, std::string>::value) {
+    // Text every node tells alike (the cluster's addresses).
+    if (total.empty())
+      total = part;
   } else if constexpr (std::is_arithmetic<T>::value) {
     total += part;
   }

@@ -25,6 +25,23 @@ struct named_field {
   /// What those names are, as a metric's label ("priority"). Null for a
   /// plain value.
   const char* index_label = nullptr;
+  /// Or, for a vector indexed by what is known only at run time (the nodes
+  /// of a cluster), the names themselves.
+  const std::vector<std::string>* index_names = nullptr;
+
+  /// Whether each index has a name (then a printer shows an object).
+  bool names_indices() const {
+    return index_name != nullptr || index_names != nullptr;
+  }
+
+  /// The name of index `i`: its number when it has none.
+  std::string index_text(std::size_t i) const {
+    if (index_name != nullptr)
+      return index_name(i);
+    if (index_names != nullptr && i < index_names->size())
+      return (*index_names)[i];
+    return std::to_string(i);
+  }
 };
 
 template <class T>
@@ -39,6 +56,15 @@ named_field<T> indexed_field(const char* name, T& value,
                              const char* index_label,
                              std::string (*index_name)(std::size_t)) {
   return {name, value, index_name, index_label};
+}
+
+/// A vector indexed like `names` (which outlives the field): `index_label`
+/// says what an index is.
+template <class T>
+named_field<T> named_indices_field(const char* name, T& value,
+                                   const char* index_label,
+                                   const std::vector<std::string>& names) {
+  return {name, value, nullptr, index_label, &names};
 }
 
 /// The values of `fields`, for `inspect`: `f(type_name, x.a, x.b, ...)`.
@@ -70,6 +96,13 @@ struct is_vector : std::false_type {};
 
 template <class T>
 struct is_vector<std::vector<T>> : std::true_type {};
+
+/// A vector of numbers (a metric with a sample per index), not of text.
+template <class T>
+struct is_number_vector : std::false_type {};
+
+template <class T>
+struct is_number_vector<std::vector<T>> : std::is_arithmetic<T> {};
 
 /// `x` as one log line's worth of `name=value` words, nested fields as
 /// `outer.inner=value` and vectors indexed by an enum as `name.index=value`
@@ -114,9 +147,9 @@ template <class T>
 void append_field(std::string& out, const std::string& prefix,
                   const named_field<T>& field) {
   if constexpr (is_vector<T>::value) {
-    if (field.index_name != nullptr) {
+    if (field.names_indices()) {
       for (std::size_t i = 0; i < field.value.size(); ++i)
-        append_flat(out, prefix + field.name + "." + field.index_name(i),
+        append_flat(out, prefix + field.name + "." + field.index_text(i),
                     field.value[i]);
       return;
     }

@@ -2,8 +2,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
@@ -81,9 +83,10 @@ struct node_stats : services_with_stats::apply<stats_members> {
   uint64_t peers_down = 0;
   /// Times a peer this node had reached went down (lost or silent).
   uint64_t peer_losses = 0;
-  /// Copies and lookups this node, coordinating a chat's secrets, sent to
-  /// other replicas, and how many of them failed (no answer in time, no
-  /// connection, an error).
+  /// Replica requests this node, coordinating a chat's secrets, a session
+  /// or a room, sent to other replicas (copies, lookups, flushes, claims,
+  /// writes, reads, appends), and how many of them failed (no answer in
+  /// time, no connection, an error).
   uint64_t replica_requests = 0;
   uint64_t replica_failures = 0;
   /// How many of this node's replicas (secrets, sessions) are catching up
@@ -94,6 +97,16 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// found different and repaired (here or there).
   uint64_t sync_rounds = 0;
   uint64_t keys_repaired = 0;
+  /// The nodes of `coalesce.cluster` in its order (empty for a node
+  /// alone): what the fields per peer below are indexed by, this node's own
+  /// entry staying 0.
+  std::vector<std::string> cluster;
+  /// Per node: 1 while this node counts it down (as in `peers_down`).
+  std::vector<uint64_t> peer_down;
+  /// Per node: `replica_requests` and `replica_failures` sent to it (copies,
+  /// lookups, flushes, sessions' and rooms' replica requests).
+  std::vector<uint64_t> replica_requests_by_peer;
+  std::vector<uint64_t> replica_failures_by_peer;
 };
 
 template <class F, class... Services>
@@ -108,6 +121,12 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("catching_up", x.catching_up),
            field("sync_rounds", x.sync_rounds),
            field("keys_repaired", x.keys_repaired),
+           field("cluster", x.cluster),
+           named_indices_field("peer_down", x.peer_down, "peer", x.cluster),
+           named_indices_field("replica_requests_by_peer",
+                               x.replica_requests_by_peer, "peer", x.cluster),
+           named_indices_field("replica_failures_by_peer",
+                               x.replica_failures_by_peer, "peer", x.cluster),
            field(Services::stats_name, x.*Services::stats)...);
 }
 
@@ -131,11 +150,13 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
 /// as a descriptor says for its stats.
 struct node_own_stats {
   using gauges = members<&node_stats::uptime_s, &node_stats::peers_down,
-                         &node_stats::catching_up>;
+                         &node_stats::catching_up, &node_stats::peer_down>;
   using counters
     = members<&node_stats::refused_requests, &node_stats::peer_losses,
               &node_stats::replica_requests, &node_stats::replica_failures,
-              &node_stats::sync_rounds, &node_stats::keys_repaired>;
+              &node_stats::sync_rounds, &node_stats::keys_repaired,
+              &node_stats::replica_requests_by_peer,
+              &node_stats::replica_failures_by_peer>;
 };
 
 /// What lists the gauges and counters of `Stats`: `node_own_stats` for

@@ -141,7 +141,7 @@ constexpr bool check_issues(type_list<Issued...>) {
 template <class T>
 constexpr bool is_number_field
   = (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
-    || is_vector<T>::value;
+    || is_number_vector<T>::value;
 
 /// Counts the number fields of a `with_named_fields` list.
 struct count_number_fields {

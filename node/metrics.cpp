@@ -92,16 +92,14 @@ void add_metrics(std::vector<stats_metric>& out, const std::string& path_prefix,
                    field.value, inner),
        ...);
     });
-  } else if constexpr (is_vector<T>::value) {
+  } else if constexpr (is_number_vector<T>::value) {
     using element = typename T::value_type;
-    static_assert(std::is_arithmetic_v<element>,
-                  "a vector in the stats must hold numbers");
     auto [metric, factor] = metric_for<element>(path, name_prefix, field.name,
                                                 is_gauge(owner, field.value));
     for (std::size_t i = 0; i < field.value.size(); ++i) {
       stats_metric::sample sample;
-      if (field.index_name != nullptr)
-        sample.labels.emplace_back(field.index_label, field.index_name(i));
+      if (field.names_indices())
+        sample.labels.emplace_back(field.index_label, field.index_text(i));
       else
         sample.labels.emplace_back("index", std::to_string(i));
       sample.value = as_number(field.value[i]) * factor;
@@ -114,7 +112,8 @@ void add_metrics(std::vector<stats_metric>& out, const std::string& path_prefix,
     metric.samples.push_back({{}, as_number(field.value) * factor});
     out.push_back(std::move(metric));
   }
-  // Text (an error message) is no metric: the log and `stats` carry it.
+  // Text (an error message, the cluster's addresses) is no metric: the log
+  // and `stats` carry it.
 }
 
 /// The paths of the gauges among `field` (a field of `owner`) and its
@@ -127,7 +126,7 @@ void add_gauge_paths(std::vector<std::string>& out, const std::string& prefix,
     with_named_fields(field.value, [&](const auto&... inner) {
       (add_gauge_paths(out, path + ".", field.value, inner), ...);
     });
-  } else if constexpr (is_vector<T>::value
+  } else if constexpr (is_number_vector<T>::value
                        || (std::is_arithmetic_v<T>
                            && !std::is_same_v<T, bool>)) {
     if (is_gauge(owner, field.value))

@@ -37,9 +37,10 @@ class database;
 ///   `node_own_stats`, coalesce/messages/node_interface.hpp), a counter for
 ///   those in its `counters`; every number field is in one of them (checked
 ///   when the messages library compiles); text fields are left out;
-/// - a vector indexed by an enum is one metric with a label per index, the
-///   label its `indexed_field` names (`priority`, `reason`):
-///   `coalesce_scheduler_queued{priority="low"}`.
+/// - a vector indexed by an enum, or by the nodes of the cluster, is one
+///   metric with a label per index, the label its field names (`priority`,
+///   `reason`, `peer`): `coalesce_scheduler_queued{priority="low"}`,
+///   `coalesce_replica_failures_by_peer_total{peer="10.0.0.2:4300"}`.
 namespace coalesce {
 
 enum class metric_kind { counter, gauge };

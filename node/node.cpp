@@ -103,7 +103,12 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   auto self_index = clustered
                       ? settings.cluster.index_of(settings.host, settings.port)
                       : 0;
-  auto counters = clustered ? std::make_shared<peer_counters>() : nullptr;
+  std::vector<std::string> addresses;
+  for (const auto& node : cluster.nodes())
+    addresses.push_back(node.text());
+  auto counters = clustered
+                    ? std::make_shared<peer_counters>(std::move(addresses))
+                    : nullptr;
   auto handles = local.handles();
   secret_replicas_actor replicas;
   secret_sync_actor repair;

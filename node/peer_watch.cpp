@@ -44,7 +44,7 @@ void mark_up(watch_pointer self, std::size_t index) {
   if (p.up)
     return;
   p.up = true;
-  --self->state.counters->down;
+  self->state.counters->came_up(p.index);
   spdlog::info("peer {} is up", p.where.text());
   for (const auto& subscriber : self->state.subscribers)
     self->send(subscriber, peer_up_atom::value, p.index, p.gateway);
@@ -55,8 +55,7 @@ void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
   if (!p.up)
     return;
   p.up = false;
-  ++self->state.counters->down;
-  ++self->state.counters->losses;
+  self->state.counters->went_down(p.index);
   spdlog::warn("peer {} is down: {}", p.where.text(), why);
   for (const auto& subscriber : self->state.subscribers)
     self->send(subscriber, peer_down_atom::value, p.index);
@@ -140,7 +139,10 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
       st.peers.back().where = map.nodes()[index];
       st.peers.back().index = index;
     }
-  st.counters->down = st.peers.size();
+  std::vector<std::size_t> indices;
+  for (const auto& p : st.peers)
+    indices.push_back(p.index);
+  st.counters->all_down(indices);
   self->set_down_handler([self](caf::down_msg& msg) {
     for (std::size_t index = 0; index < self->state.peers.size(); ++index) {
       auto& p = self->state.peers[index];

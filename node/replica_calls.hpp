@@ -197,9 +197,9 @@ void ask(Self* self, std::size_t node, Answered answered, Failed failed,
             });
     return;
   }
-  ++st.settings.counters->replica_requests;
+  st.settings.counters->request_sent(node);
   auto on_failure = [self, node, failed](const std::string& why) mutable {
-    ++self->state.settings.counters->replica_failures;
+    self->state.settings.counters->request_failed(node);
     if (!self->state.failing[node]) {
       self->state.failing[node] = true;
       spdlog::warn("{}: replica {} failed a request: {}",

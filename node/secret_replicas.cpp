@@ -197,7 +197,7 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
     auto failed = [self, on_failure, node_index,
                    remote](const std::string& why) mutable {
       if (remote) {
-        ++self->state.settings.counters->replica_failures;
+        self->state.settings.counters->request_failed(node_index);
         if (!self->state.failing[node_index]) {
           self->state.failing[node_index] = true;
           spdlog::warn("secrets: replica {} failed a request: {}",
@@ -222,7 +222,7 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
         .then(answered, errored);
       continue;
     }
-    ++st.settings.counters->replica_requests;
+    st.settings.counters->request_sent(node);
     with_peer(
       self, node,
       [self, part = std::move(part), answered,
@@ -392,6 +392,8 @@ caf::result<ok_atom> flush_replicas(replicas_pointer self,
   };
   auto failed = [self, counts, may_fail, decide](std::size_t node,
                                                  const std::string& why) mutable {
+    if (node != self->state.settings.self)
+      self->state.settings.counters->request_failed(node);
     counts->failures += (counts->failures.empty() ? "" : "; ")
                         + self->state.settings.map.nodes()[node].text() + " "
                         + why;
@@ -414,7 +416,7 @@ caf::result<ok_atom> flush_replicas(replicas_pointer self,
           .then(answered, errored);
       continue;
     }
-    ++settings.counters->replica_requests;
+    settings.counters->request_sent(node);
     with_peer(
       self, node,
       [self, timeout, answered, errored](const node_actor& gateway) mutable {

@@ -259,6 +259,15 @@ import json; d = json.load(open('$WORK/partial.json'))
 live = [v for v in d.values() if 'uptime_s' in v]
 assert sum(v['replica_requests'] for v in live) > 0, live
 assert sum(v['replica_failures'] for v in live) > 0, live"
+  check "each counts the dead replica down and its failures under its address" \
+    python3 -c "
+import json; d = json.load(open('$WORK/partial.json'))
+live = [v for v in d.values() if 'uptime_s' in v]
+assert all(v['peer_down']['$dead_where'] == 1 for v in live), live
+assert sum(v['replica_failures_by_peer']['$dead_where'] for v in live) > 0, live
+assert all(sum(v['replica_failures_by_peer'].values()) == v['replica_failures']
+           and sum(v['replica_requests_by_peer'].values()) == v['replica_requests']
+           for v in live), live"
   check "and logged the replica failing" \
     grep -q "secrets: replica $dead_where failed a request" "$WORK"/killed-n*.log
   : >"$WORK/faults-$dead"
@@ -353,6 +362,10 @@ test_a_node_counts_a_stopped_or_killed_peer_down_and_up_again() {
   check "its stats: one peer down, one loss" \
     grep -q '"peers_down":1,"peer_losses":1' <<<"$(tcli "${PORTS[0]}" stats)"
   check "its metric coalesce_peers_down is 1" [ "$(metric 0 coalesce_peers_down)" = 1 ]
+  check "and coalesce_peer_down is 1 for the stopped one" \
+    [ "$(metric 0 "coalesce_peer_down{peer=\"$peer2\"}")" = 1 ]
+  check "and 0 for the other" \
+    [ "$(metric 0 "coalesce_peer_down{peer=\"127.0.0.1:${PORTS[1]}\"}")" = 0 ]
   check "and coalesce_peer_losses_total 1" [ "$(metric 0 coalesce_peer_losses_total)" = 1 ]
   kill -CONT "${PID_OF[2]}"
   check "the resumed node is up again within 10 s" \

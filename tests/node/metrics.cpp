@@ -117,6 +117,37 @@ CAF_TEST(finished runs are counted per stop reason) {
                   7.0);
 }
 
+CAF_TEST(replica requests and peers down are labelled by the peer address) {
+  node_stats stats;
+  stats.cluster = {"10.0.0.1:4300", "10.0.0.2:4300", "10.0.0.3:4300"};
+  stats.peer_down = {0, 1, 0};
+  stats.replica_requests_by_peer = {0, 40, 50};
+  stats.replica_failures_by_peer = {0, 7, 0};
+  auto metrics = stats_metrics(stats);
+  auto down = find_metric(metrics, "coalesce_peer_down");
+  CAF_REQUIRE(down != nullptr);
+  CAF_CHECK(down->kind == metric_kind::gauge);
+  CAF_CHECK_EQUAL(sample_of(metrics, "coalesce_peer_down",
+                            "peer=10.0.0.2:4300"),
+                  1.0);
+  CAF_CHECK_EQUAL(sample_of(metrics, "coalesce_peer_down",
+                            "peer=10.0.0.3:4300"),
+                  0.0);
+  CAF_CHECK_EQUAL(sample_of(metrics, "coalesce_replica_requests_by_peer_total",
+                            "peer=10.0.0.3:4300"),
+                  50.0);
+  CAF_CHECK_EQUAL(sample_of(metrics, "coalesce_replica_failures_by_peer_total",
+                            "peer=10.0.0.2:4300"),
+                  7.0);
+  // The addresses are text: no metric of their own.
+  CAF_CHECK(find_metric(metrics, "coalesce_cluster") == nullptr);
+  CAF_CHECK(find_metric(metrics, "coalesce_cluster_total") == nullptr);
+  // The stats line names each peer by its address too.
+  auto line = flat_fields(stats);
+  CAF_CHECK_NOT_EQUAL(line.find("replica_failures_by_peer.10.0.0.2:4300=7"),
+                      std::string::npos);
+}
+
 CAF_TEST(durations are in seconds and sizes in bytes at the name end) {
   node_stats stats;
   stats.uptime_s = 90;
@@ -148,11 +179,11 @@ CAF_TEST(every numeric stats field is one well named metric) {
     CAF_CHECK_EQUAL(counter_name, metric.kind == metric_kind::counter);
   }
   // Every word of the stats line is a metric's field (or one index of it),
-  // the one text field excepted.
+  // the text fields excepted.
   std::istringstream words{flat_fields(stats)};
   for (std::string word; words >> word;) {
     auto field = word.substr(0, word.find('='));
-    if (field == "secrets.last_error")
+    if (field == "secrets.last_error" || field == "cluster")
       continue;
     auto covered = std::any_of(metrics.begin(), metrics.end(),
                                [&](const stats_metric& x) {

@@ -59,7 +59,9 @@ struct fixture {
     {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303}}};
   std::vector<actor> silent_peers;
   std::vector<secret_sync_actor> repairs;
-  std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>();
+  std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>(
+    std::vector<std::string>{"127.0.0.1:4301", "127.0.0.1:4302",
+                             "127.0.0.1:4303"});
 
   fixture() {
     for (std::size_t i = 0; i < replicas.size(); ++i) {
@@ -196,6 +198,10 @@ CAF_TEST(a queue reaches every replica and is answered once a majority holds it)
   }
   CAF_CHECK_EQUAL(counters->replica_requests.load(), 2u);
   CAF_CHECK_EQUAL(counters->replica_failures.load(), 0u);
+  // One to each peer, none counted against the coordinator's own node.
+  CAF_CHECK_EQUAL(counters->by_node[0].replica_requests.load(), 0u);
+  CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 1u);
+  CAF_CHECK_EQUAL(counters->by_node[2].replica_requests.load(), 1u);
   anon_send_exit(coordinating, exit_reason::user_shutdown);
 }
 
@@ -226,6 +232,9 @@ CAF_TEST(without a majority a queue is refused naming the failed replicas) {
   CAF_CHECK_NOT_EQUAL(text.find("127.0.0.1:4303 did not answer within"),
                       std::string::npos);
   CAF_CHECK_EQUAL(counters->replica_failures.load(), 2u);
+  CAF_CHECK_EQUAL(counters->by_node[0].replica_failures.load(), 0u);
+  CAF_CHECK_EQUAL(counters->by_node[1].replica_failures.load(), 1u);
+  CAF_CHECK_EQUAL(counters->by_node[2].replica_failures.load(), 1u);
   anon_send_exit(coordinating, exit_reason::user_shutdown);
 }
 

@@ -65,7 +65,9 @@ struct fixture {
   std::vector<actor> others;
   std::vector<replicated_sessions> coordinating;
   std::vector<session_sync_actor> repairs;
-  std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>();
+  std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>(
+    std::vector<std::string>{"127.0.0.1:4301", "127.0.0.1:4302",
+                             "127.0.0.1:4303"});
 
   fixture() {
     for (std::size_t i = 0; i < replicas.size(); ++i) {
@@ -268,6 +270,13 @@ CAF_TEST(without a majority a request fails in time and names the replicas) {
   CAF_CHECK_LESS(std::chrono::steady_clock::now() - started, 10s);
   // Nothing a later read could see was written.
   CAF_CHECK(!held_by(0, "s"));
+  // Each silent peer's failure counted against it, none against this node.
+  CAF_CHECK_EQUAL(counters->by_node[0].replica_failures.load(), 0u);
+  CAF_CHECK_GREATER_OR_EQUAL(counters->by_node[1].replica_failures.load(), 1u);
+  CAF_CHECK_GREATER_OR_EQUAL(counters->by_node[2].replica_failures.load(), 1u);
+  CAF_CHECK_EQUAL(counters->replica_failures.load(),
+                  counters->by_node[1].replica_failures.load()
+                    + counters->by_node[2].replica_failures.load());
 }
 
 CAF_TEST(another coordinator adopts the handle and reads the newest write) {
