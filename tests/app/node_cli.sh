@@ -233,6 +233,10 @@ test_a_node_whose_disk_never_recovers_exits_non_zero_and_counts_the_loss() {
   make_entries OK 20 | cli secret put -
   check "a flush before the fault succeeds" cli secret flush
   echo "wal_append eio" >"$control"
+  # The node reads the control file every 50 ms: entries put before it did
+  # would be written, and no write would fail.
+  check "the node takes the fault" \
+    wait_log_count "$log" 'fault seam: faults now "wal_append eio' 1 10
   make_entries LOST 100 | cli secret put -
   deadline=$((SECONDS + 30))
   until grep -q '"failed_batches":[1-9]' <<<"$(cli stats)"; do
