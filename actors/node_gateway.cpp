@@ -265,7 +265,7 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
   auto handlers = std::tuple_cat(
     all_services::apply<service_forwarders>::make(self),
     replica_forwarders(self, &replica_endpoints::session_replicas, "sessions",
-                       signatures_in<session_replica_requests>{}),
+                       signatures_in<session_replica_endpoint_actor>{}),
     replica_forwarders(self, &replica_endpoints::session_sync, "sessions",
                        signatures_in<session_listing_requests>{}),
     replica_forwarders(self, &replica_endpoints::room_replicas, "rooms",

@@ -125,7 +125,7 @@ struct replica_endpoints {
   secret_sync_requests secret_sync;
   /// Sessions' replica requests and their repair
   /// (coalesce/node/session_replicas.hpp, session_sync.hpp).
-  session_replica_requests session_replicas;
+  session_replica_endpoint_actor session_replicas;
   session_listing_requests session_sync;
   /// Rooms' replica requests and their repair
   /// (coalesce/node/timeline_replicas.hpp, timeline_sync.hpp).

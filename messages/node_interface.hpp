@@ -196,7 +196,7 @@ using node_actor = typename all_services::apply<composed_requests>::type::
                   /// Accepted only from the node itself: refuse later
                   /// requests.
                   caf::replies_to<shutdown_atom>::with<ok_atom>>::
-    template extend_with<secret_sync_requests, session_replica_requests,
+    template extend_with<secret_sync_requests, session_replica_endpoint_actor,
                        session_listing_requests, timeline_replica_requests,
                        room_listing_requests>;
 

@@ -151,6 +151,20 @@ using session_replica_requests = caf::typed_actor<
   caf::replies_to<replica_atom, version_atom, std::string>::with<
     replica_answer>>;
 
+/// Several sessions' `write`s to one replica in one message: a coordinator
+/// sends a peer the deltas that queued while its previous batch to that
+/// peer was under way. Answered as each `write` alone would be, in order;
+/// an error answers the whole batch (each delta counts that replica
+/// failed).
+using session_replica_batch_requests = caf::typed_actor<
+  caf::replies_to<replica_atom, write_atom, std::vector<session_delta>>::with<
+    std::vector<replica_answer>>>;
+
+/// What a node serves its peers' coordinators of sessions through its
+/// gateway.
+using session_replica_endpoint_actor
+  = session_replica_requests::extend_with<session_replica_batch_requests>;
+
 /// What a replica that catches up or repairs asks each peer
 /// (coalesce/node/session_sync.hpp).
 using session_listing_requests = caf::typed_actor<

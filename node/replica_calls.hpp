@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -181,6 +182,19 @@ std::string render_failure(Self* self, const caf::error& err) {
   return "failed: " + self->system().render(err);
 }
 
+/// Counts a failed request to peer `node` and logs it when the peer
+/// starts failing.
+template <class Self>
+void count_failure(Self* self, std::size_t node, const std::string& why) {
+  self->state.settings.counters->request_failed(node);
+  if (!self->state.failing[node]) {
+    self->state.failing[node] = true;
+    spdlog::warn("{}: replica {} failed a request: {}",
+                 std::decay_t<decltype(self->state)>::kind,
+                 node_text(self, node), why);
+  }
+}
+
 /// Sends `node` one replica request (`replica_atom, xs...`): to the local
 /// replica, or to the peer's gateway (connecting first when the peer watch
 /// knows none), counting it and its failure; then `answered(answer)` or
@@ -199,13 +213,7 @@ void ask(Self* self, std::size_t node, Answered answered, Failed failed,
   }
   st.settings.counters->request_sent(node);
   auto on_failure = [self, node, failed](const std::string& why) mutable {
-    self->state.settings.counters->request_failed(node);
-    if (!self->state.failing[node]) {
-      self->state.failing[node] = true;
-      spdlog::warn("{}: replica {} failed a request: {}",
-                   std::decay_t<decltype(self->state)>::kind,
-                   node_text(self, node), why);
-    }
+    count_failure(self, node, why);
     failed(why);
   };
   const auto& where = st.settings.map.nodes()[node];
@@ -224,6 +232,110 @@ void ask(Self* self, std::size_t node, Answered answered, Failed failed,
           });
     },
     on_failure);
+}
+
+/// The items a coordinator sends one peer in batches
+/// (`replica_atom, Verb, std::vector<Item>`, answered by one `Answer` per
+/// item in order), one batch at a time: the items that queue while a batch
+/// is under way leave together once it is answered, so that the writes of
+/// many keys cross the network in one message (group commit, as the
+/// replica's own I/O actor does with the disk).
+template <class Item, class Answer>
+struct peer_batches {
+  struct queued {
+    Item item;
+    std::function<void(Answer&)> answered;
+    std::function<void(const std::string&)> failed;
+  };
+
+  struct of_peer {
+    std::vector<queued> waiting;
+    bool under_way = false;
+  };
+
+  /// Items per message at most, so that no message grows without bound.
+  static constexpr std::size_t max_items = 128;
+
+  /// By node index.
+  std::vector<of_peer> peers;
+};
+
+template <class Answer, class Self, class Verb>
+void send_batch(Self* self, std::size_t node, Verb verb);
+
+/// Sends peer `node` (never this node) `item` in its next batch of
+/// `self->state.batches`; then `answered(answer)` or `failed(why)`. A peer
+/// that is failing gets each item at once, in a batch of its own, so that
+/// an item never waits for a silent peer's timeout before its own.
+template <class Answer, class Self, class Verb, class Item, class Answered,
+          class Failed>
+void ask_batched(Self* self, std::size_t node, Verb verb, Item item,
+                 Answered answered, Failed failed) {
+  auto& peer = self->state.batches.peers[node];
+  peer.waiting.push_back({std::move(item), std::move(answered),
+                          std::move(failed)});
+  if (!peer.under_way || self->state.failing[node])
+    send_batch<Answer>(self, node, verb);
+}
+
+template <class Answer, class Self, class Verb>
+void send_batch(Self* self, std::size_t node, Verb verb) {
+  auto& st = self->state;
+  auto& peer = st.batches.peers[node];
+  using queued = typename std::decay_t<decltype(peer.waiting)>::value_type;
+  auto count = std::min(peer.waiting.size(),
+                        std::decay_t<decltype(st.batches)>::max_items);
+  if (count == 0)
+    return;
+  std::vector<decltype(queued::item)> items;
+  auto callers = std::make_shared<std::vector<queued>>();
+  for (std::size_t i = 0; i < count; ++i) {
+    items.push_back(std::move(peer.waiting[i].item));
+    callers->push_back(std::move(peer.waiting[i]));
+  }
+  peer.waiting.erase(peer.waiting.begin(),
+                     peer.waiting.begin() + static_cast<std::ptrdiff_t>(count));
+  peer.under_way = true;
+  st.settings.counters->request_sent(node);
+  // The next batch leaves when this one is answered, whichever way.
+  auto next = [self, node, verb] {
+    auto& peer = self->state.batches.peers[node];
+    peer.under_way = false;
+    if (!peer.waiting.empty())
+      send_batch<Answer>(self, node, verb);
+  };
+  auto fail_all = [self, node, callers, next](const std::string& why) {
+    count_failure(self, node, why);
+    for (auto& caller : *callers)
+      caller.failed(why);
+    next();
+  };
+  const auto& where = st.settings.map.nodes()[node];
+  with_peer_gateway(
+    self, st.peers, node, where.host, where.port, st.settings.timeout,
+    [self, node, verb, callers, next, fail_all,
+     items = std::move(items)](const node_actor& gateway) mutable {
+      self->request(gateway, self->state.settings.timeout,
+                    replica_atom::value, verb, std::move(items))
+        .then(
+          [self, node, callers, next,
+           fail_all](std::vector<Answer>& answers) mutable {
+            if (answers.size() != callers->size()) {
+              fail_all("answered " + std::to_string(answers.size()) + " of "
+                       + std::to_string(callers->size())
+                       + " items of a batch");
+              return;
+            }
+            self->state.failing[node] = false;
+            for (std::size_t i = 0; i < answers.size(); ++i)
+              (*callers)[i].answered(answers[i]);
+            next();
+          },
+          [self, fail_all](caf::error& err) mutable {
+            fail_all(render_failure(self, err));
+          });
+    },
+    fail_all);
 }
 
 } // namespace coalesce::replica_calls

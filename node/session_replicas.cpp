@@ -52,6 +52,8 @@ struct coordinator_state {
   std::unordered_map<std::string, coordination> sessions;
   replica_calls::key_queues queues;
   replica_calls::open_calls calls;
+  /// Writes to each peer, sent in batches.
+  replica_calls::peer_batches<session_delta, replica_answer> batches;
   /// Ballots: microseconds with this node's index in the low bits.
   capture_clock ballots;
 };
@@ -324,9 +326,7 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
       }
       return false;
     };
-    ask<replica_answer>(
-      self, node,
-      [=](replica_answer& answer) {
+    auto on_answer = [=](replica_answer& answer) {
         if (took(answer))
           return;
         switch (outcome_of(answer)) {
@@ -371,8 +371,13 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
           default:
             failed("answered what no replica answers");
         }
-      },
-      failed, write_atom::value, delta);
+      };
+    if (node == self_index)
+      ask<replica_answer>(self, node, on_answer, failed, write_atom::value,
+                          delta);
+    else
+      replica_calls::ask_batched<replica_answer>(self, node, write_atom::value,
+                                                 delta, on_answer, failed);
   }
 }
 
@@ -534,6 +539,7 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
   st.local = std::move(local);
   st.peers.resize(settings.map.size());
   st.failing.resize(settings.map.size(), false);
+  st.batches.peers.resize(settings.map.size());
   st.settings = std::move(settings);
   // An exit answers every call still open: CAF 0.17 drops a parked
   // promise silently.
@@ -644,8 +650,8 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
 
 // -- the endpoint ------------------------------------------------------------------
 
-session_replica_requests::behavior_type
-session_replica_endpoint(session_replica_requests::pointer self,
+session_replica_endpoint_actor::behavior_type
+session_replica_endpoint(session_replica_endpoint_actor::pointer self,
                          std::vector<session_replica_io_actor> local,
                          std::shared_ptr<const std::atomic<bool>> catching) {
   auto io_for = [local](const std::string& session) {
@@ -675,6 +681,36 @@ session_replica_endpoint(session_replica_requests::pointer self,
     [=](replica_atom atom, write_atom verb, session_delta& delta) {
       auto io = io_for(delta.session);
       return self->delegate(io, atom, verb, std::move(delta));
+    },
+    [=](replica_atom atom, write_atom verb, std::vector<session_delta>& deltas)
+      -> caf::result<std::vector<replica_answer>> {
+      if (deltas.empty())
+        return std::vector<replica_answer>{};
+      // Each to its session's I/O actor, which groups them into one
+      // write as it does any writes that arrive together.
+      auto promise = self->make_response_promise<std::vector<replica_answer>>();
+      auto answers = std::make_shared<std::vector<replica_answer>>(
+        deltas.size());
+      auto open = std::make_shared<std::size_t>(deltas.size());
+      auto failed = std::make_shared<bool>(false);
+      for (std::size_t i = 0; i < deltas.size(); ++i) {
+        auto io = io_for(deltas[i].session);
+        self->request(io, caf::infinite, atom, verb, std::move(deltas[i]))
+          .then(
+            [answers, open, failed, promise,
+             i](replica_answer& answer) mutable {
+              (*answers)[i] = std::move(answer);
+              if (--*open == 0 && !*failed)
+                promise.deliver(std::move(*answers));
+            },
+            [failed, promise](caf::error& err) mutable {
+              if (*failed)
+                return;
+              *failed = true;
+              promise.deliver(std::move(err));
+            });
+      }
+      return promise;
     },
     [=](replica_atom atom, install_atom verb, uint64_t ballot,
         session_image& image) {
@@ -707,7 +743,7 @@ spawn_session_coordinators(caf::actor_system& sys,
   return result;
 }
 
-session_replica_requests
+session_replica_endpoint_actor
 spawn_session_replica_endpoint(caf::actor_system& sys,
                                std::vector<session_replica_io_actor> local,
                                std::shared_ptr<const std::atomic<bool>>

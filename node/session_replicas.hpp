@@ -94,7 +94,7 @@ spawn_session_coordinators(caf::actor_system& sys,
 struct replicated_sessions {
   session_persister_actor persister;
   std::vector<session_coordinator_actor> coordinators;
-  session_replica_requests endpoint;
+  session_replica_endpoint_actor endpoint;
 
   /// What the peer watch reports to.
   std::vector<caf::actor> subscribers() const;
@@ -117,7 +117,7 @@ start_replicated_sessions(caf::actor_system& sys,
 /// coordinators: each goes to the local I/O actor of its session, the one
 /// this node's own coordinator uses. While `catching_up` is set, `prepare`
 /// and `version` (reads) are refused errc::catching_up.
-session_replica_requests
+session_replica_endpoint_actor
 spawn_session_replica_endpoint(caf::actor_system& sys,
                                std::vector<session_replica_io_actor> local,
                                std::shared_ptr<const std::atomic<bool>>
