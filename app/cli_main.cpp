@@ -28,6 +28,8 @@ struct cli_config : caf::actor_system_config {
     // A client needs few threads; CAF's default of at least four is for
     // servers.
     set("scheduler.max-threads", 2);
+    // Idle workers wait instead of polling (app/node_config.cpp says why).
+    set("scheduler.policy", caf::atom("sharing"));
   }
 };
 

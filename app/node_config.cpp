@@ -25,6 +25,10 @@ constexpr char group[] = "coalesce";
 /// CAF's own section for TLS; checked like ours, since CAF drops a wrongly
 /// typed value there silently too, and a dropped file name turns TLS off.
 constexpr char tls_group[] = "openssl";
+/// CAF's section of the scheduler, whose policy a node sets (see the
+/// constructor): checked like ours, since a policy in double quotes is
+/// dropped silently and the node would run with CAF's default.
+constexpr char scheduler_group[] = "scheduler";
 constexpr const char* default_config_file = "caf-application.ini";
 
 std::string in_quotes(const std::string& x) {
@@ -190,7 +194,7 @@ std::string check_config_file(const node_config& cfg, const std::string& file,
   if (!raw)
     return "cannot parse the config file " + file + ": "
            + caf::to_string(raw.error());
-  for (auto section : {group, tls_group})
+  for (auto section : {group, tls_group, scheduler_group})
     if (auto problem = check_file_section(cfg, file, *raw, section);
         !problem.empty())
       return problem;
@@ -212,6 +216,21 @@ bool is_loopback(const std::string& host) {
 
 /// TLS files that CAF would abort on are refused here; without TLS the
 /// node stays on loopback (the plain port trusts whatever a peer sends).
+/// CAF falls back to work stealing, with a line on stderr, for a policy it
+/// does not know: a node refuses to start instead.
+std::string check_scheduler_policy(const node_config& cfg) {
+  const auto* value = caf::get_if(&cfg.content, "scheduler.policy");
+  if (value == nullptr)
+    return {};
+  if (auto policy = caf::get_if<caf::atom_value>(value);
+      policy != nullptr
+      && (*policy == caf::atom("sharing") || *policy == caf::atom("stealing")))
+    return {};
+  return "scheduler.policy = " + caf::to_string(*value)
+         + " is neither 'sharing' nor 'stealing' (in the file, in single "
+           "quotes)";
+}
+
 std::string check_transport(const node_config& cfg) {
   auto files = tls_files_of(cfg);
   if (files.any_set())
@@ -260,6 +279,13 @@ std::string check_command_line(node_config& cfg, int argc, char** argv,
 
 node_config::node_config() {
   register_message_types(*this);
+  // CAF's default, work stealing, polls for work every 50 us for 25 ms
+  // whenever a worker runs dry, which a node serving requests one by one
+  // does all the time: on the two-core machine of docs/results.md that
+  // polling took a third of the CPU and halved the throughput of three
+  // replicas. Work sharing parks idle workers on a condition variable;
+  // --scheduler.policy=stealing (or [scheduler] in the file) brings it back.
+  set("scheduler.policy", caf::atom("sharing"));
   caf::config_option_adder adder{custom_options_, group};
   settings.add_to(adder);
 }
@@ -280,6 +306,8 @@ std::string load_node_config(node_config& cfg, int argc, char** argv) {
   if (!cfg.remainder.empty())
     return "unexpected argument " + in_quotes(cfg.remainder.front());
   if (auto problem = cfg.settings.validate(group); !problem.empty())
+    return problem;
+  if (auto problem = check_scheduler_policy(cfg); !problem.empty())
     return problem;
   return check_transport(cfg);
 }

@@ -14,7 +14,10 @@
 // each answered once a majority of the session's replicas stored it:
 // persists per second, persist p99 and CPU per persist, with the same
 // targets. The legs are interleaved for `rounds` rounds, best compared with
-// best. The last line is one JSON object.
+// best; the replicated leg starts once every node caught up from its peers
+// (a fresh node does once). The client runs CAF's scheduler with work
+// sharing, as the nodes do (docs/configuration.md, "The scheduler"). The
+// last line is one JSON object.
 
 #include <algorithm>
 #include <chrono>
@@ -55,6 +58,9 @@ struct bench_config : caf::actor_system_config, bench::load_options {
   bench_config() : load_options{100'000, 256, 16, 2} {
     register_message_types(*this);
     load<caf::io::middleman>();
+    // The client shares the two cores with three nodes: as they do, it
+    // parks idle workers instead of polling (app/node_config.cpp).
+    set("scheduler.policy", caf::atom("sharing"));
     caf::config_option_adder adder{custom_options_, "bench"};
     add_to(adder);
     adder.add(sessions, "sessions", "sessions of the persist leg")
@@ -133,6 +139,28 @@ std::vector<uint16_t> free_ports(std::size_t count) {
   return ports;
 }
 
+/// Waits until the node at `port` caught up from its peers: a fresh node
+/// does once, and refuses reads and writes of sessions until it has.
+void await_caught_up(caf::actor_system& sys, uint16_t port) {
+  auto gateway = connect_node(sys, "127.0.0.1", port, std::chrono::seconds{10});
+  if (!gateway)
+    fail(unreachable_sentence(sys, gateway.error()));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+  caf::scoped_actor self{sys};
+  for (;;) {
+    uint64_t catching_up = 1;
+    self->request(*gateway, std::chrono::seconds{10}, stats_atom::value)
+      .receive([&](const node_stats& stats) { catching_up = stats.catching_up; },
+               [&](const caf::error& err) { fail(sys.render(err)); });
+    if (catching_up == 0)
+      return;
+    if (std::chrono::steady_clock::now() > deadline)
+      fail("the node on port " + std::to_string(port)
+           + " did not catch up from its peers within 60 s");
+    self->receive(caf::after(std::chrono::milliseconds{50}) >> [] {});
+  }
+}
+
 measurement measure_replicated(caf::actor_system& sys,
                                const bench_config& cfg) {
   auto ports = free_ports(3);
@@ -153,6 +181,8 @@ measurement measure_replicated(caf::actor_system& sys,
                                "--coalesce.cluster=" + list,
                                "--coalesce.replicas=3"}));
   }
+  for (auto port : ports)
+    await_caught_up(sys, port);
   cluster_map map;
   if (auto problem = cluster_map::parse(entries, "cluster", map))
     fail(*problem);

@@ -169,6 +169,13 @@ test_missing_and_broken_files_are_refused_naming_them() {
   refuse_start "a key without its value" "coalesce.port" \
     --config-file="$ini" --coalesce.port
   refuse_start "a stray argument" "stray" --config-file="$ini" stray
+  # CAF would fall back to work stealing with a line on stderr.
+  refuse_start "a scheduler policy CAF does not know" "scheduler.policy" \
+    --config-file="$ini" --scheduler.policy=fastest
+  refuse_file "a scheduler policy CAF does not know, in the file" \
+    scheduler.policy "[scheduler]\npolicy = 'fastest'\n"
+  refuse_file "a scheduler policy in double quotes, which CAF ignores" \
+    scheduler.policy '[scheduler]\npolicy = "stealing"\n'
   refuse_database "a database under a missing directory" "$WORK/no/such/parent/db"
   : >"$WORK/a-file"
   refuse_database "a database where a file is" "$WORK/a-file"

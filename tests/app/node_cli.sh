@@ -105,6 +105,17 @@ test_a_stopped_node_exits_3_within_the_timeout() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+test_a_node_schedules_with_work_sharing_unless_told_otherwise() {
+  # What CAF reads when it starts the scheduler: --dump-config prints the
+  # effective settings.
+  local ini="$ROOT/config/coalesce.ini" out
+  out=$("$NODE" --config-file="$ini" --dump-config 2>&1)
+  check "the default policy is work sharing" grep -q "policy = 'sharing'" <<<"$out"
+  out=$("$NODE" --config-file="$ini" --scheduler.policy=stealing --dump-config 2>&1)
+  check "--scheduler.policy=stealing brings work stealing back" \
+    grep -q "policy = 'stealing'" <<<"$out"
+}
+
 test_stats_is_one_json_object() {
   start_node stats || { CURRENT_OK=0; return; }
   cli secret put g@g.us a M1 "$(hex32 9)"
@@ -317,6 +328,7 @@ run_test "the timeout reads durations as the config file does"
 run_test "load prints a json summary"
 run_test "timeline append and backfill through the cli"
 run_test "a node whose disk never recovers exits non zero and counts the loss"
+run_test "a node schedules with work sharing unless told otherwise"
 run_test "scripts run starts a node that stops cleanly"
 run_test "scripts run builds only the node and the cli"
 
