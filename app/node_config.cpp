@@ -214,8 +214,6 @@ bool is_loopback(const std::string& host) {
          && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
-/// TLS files that CAF would abort on are refused here; without TLS the
-/// node stays on loopback (the plain port trusts whatever a peer sends).
 /// CAF falls back to work stealing, with a line on stderr, for a policy it
 /// does not know: a node refuses to start instead.
 std::string check_scheduler_policy(const node_config& cfg) {
@@ -231,6 +229,8 @@ std::string check_scheduler_policy(const node_config& cfg) {
            "quotes)";
 }
 
+/// TLS files that CAF would abort on are refused here; without TLS the
+/// node stays on loopback (the plain port trusts whatever a peer sends).
 std::string check_transport(const node_config& cfg) {
   auto files = tls_files_of(cfg);
   if (files.any_set())
