@@ -92,7 +92,11 @@ struct session_persister_options {
   /// Largest update payload, in bytes (1 MiB).
   std::size_t max_update = 1024 * 1024;
   /// Detached I/O actors every RocksDB call of the persister goes through.
-  std::size_t io_workers = 2;
+  /// One by default: each group is one fsync, and a second actor halves the
+  /// groups without writing faster on two cores; on a clustered node it
+  /// also splits every peer's batch of replica writes into two fsyncs
+  /// (docs/results.md, "one I/O actor").
+  std::size_t io_workers = 1;
   /// How long a handle may take to answer a snapshot request.
   caf::timespan snapshot_timeout = std::chrono::seconds{5};
   /// Replicas (set by a clustered node, not a config key): a register is

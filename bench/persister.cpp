@@ -54,7 +54,7 @@ struct bench_config : caf::actor_system_config {
   std::size_t clients = 256;
   std::size_t sessions = 1000;
   double seconds = 5.0;
-  std::size_t io_workers = 2;
+  std::size_t io_workers = session_persister_options{}.io_workers;
   std::string dir = "/tmp";
 
   bench_config() {

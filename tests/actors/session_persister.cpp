@@ -120,7 +120,15 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     sched.run();
   }
 
-  void start(session_persister_options options = {}) {
+  /// The suite's options: two I/O actors, so that its sessions are routed
+  /// to more than one (the default is one).
+  static session_persister_options two_io_actors() {
+    session_persister_options options;
+    options.io_workers = 2;
+    return options;
+  }
+
+  void start(session_persister_options options = two_io_actors()) {
     service = spawn_session_persister_actors_scheduled(sys, db, options);
     persister = service.persister;
     sched.run();
@@ -128,7 +136,7 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
 
   /// Stops the persister and its I/O actors, closes the database, opens it
   /// again from its directory and starts a new persister: a node restart.
-  void restart(session_persister_options options = {}) {
+  void restart(session_persister_options options = two_io_actors()) {
     anon_send_exit(persister, exit_reason::user_shutdown);
     for (auto& io : service.io)
       anon_send_exit(io, exit_reason::user_shutdown);
