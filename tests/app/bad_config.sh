@@ -4,7 +4,8 @@
 # negative one and an out-of-range one, in the config file and on the
 # command line; missing and broken files; a key set twice. Each must stop
 # start-up with exit code 1 and a message naming the key: never a crash,
-# never a node that starts with a value it did not understand.
+# never a node that starts with a value it did not understand. The ASan
+# build tries every wrong value once per type, not once per key.
 #   tests/app/bad_config.sh BIN_DIR [TEST_NAME_REGEX]
 set -u
 source "$(dirname "$0")/process_helpers.sh"
@@ -12,6 +13,8 @@ source "$(dirname "$0")/process_helpers.sh"
 TRIED=0
 CRASHES=0
 STARTED=0
+SANITIZED=
+sanitizer_build && SANITIZED=1
 
 # refuse_start WHAT NAME ARGS...: the node started with ARGS must exit 1
 # within 30 s, naming NAME, without listening or creating its database.
@@ -66,10 +69,19 @@ wrong_type_values() {
 }
 
 test_every_key_with_a_wrong_type_is_refused_naming_it() {
-  local key type file_value line_value covered=0
+  local key type file_value line_value values covered=0
   local file="$WORK/wrong-type.ini"
+  # Types whose every wrong value was tried. Under ASan a start takes ten
+  # times as long, and the parsing of a value depends on its type alone:
+  # there every wrong value of a type goes to its first key, the first one
+  # to every other key of the type.
+  local -A tried_type=()
   while read -r key type; do
     covered=$((covered + 1))
+    values=$(wrong_type_values "$type")
+    [ -n "$SANITIZED" ] && [ -n "${tried_type[$type]:-}" ] \
+      && values=$(head -n 1 <<<"$values")
+    tried_type[$type]=1
     while IFS='|' read -r file_value line_value; do
       printf '[coalesce]\n%s = %s\n' "$key" "$file_value" >"$file"
       refuse_start "file: $key = $file_value" "coalesce.$key" --config-file="$file"
@@ -77,7 +89,7 @@ test_every_key_with_a_wrong_type_is_refused_naming_it() {
       [ -n "$line_value" ] || continue
       refuse_start "--coalesce.$key=$line_value" "coalesce.$key" \
         --config-file="$ROOT/config/coalesce.ini" "--coalesce.$key=$line_value"
-    done < <(wrong_type_values "$type")
+    done <<<"$values"
   done < <(keys_with_types)
   echo "    $covered keys"
   check "the node's --long-help lists the keys (got $covered)" [ "$covered" -ge 20 ]
