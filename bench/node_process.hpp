@@ -5,6 +5,7 @@
 // 127.0.0.1 with port 0 and reading the port from its log, its CPU time
 // and resident memory from /proc, and stopping it with SIGTERM.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,10 +30,22 @@ extern char** environ;
 
 namespace coalesce::bench {
 
-/// Ends the benchmark at once with `what`, prefixed by its name.
+/// The node children started and not yet stopped (`node_process`).
+inline std::vector<pid_t>& live_children() {
+  static std::vector<pid_t> pids;
+  return pids;
+}
+
+/// Ends the benchmark at once with `what`, prefixed by its name. `exit`
+/// skips the destructors of the `node_process` objects on the stack, whose
+/// children would run on without a parent: they are killed here.
 [[noreturn]] inline void fail_bench(const std::string& bench,
                                     const std::string& what) {
   std::cerr << "bench " << bench << ": " << what << '\n';
+  for (auto pid : live_children()) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
   std::exit(EXIT_FAILURE);
 }
 
@@ -137,6 +150,7 @@ public:
     if (spawned != 0)
       fail_bench(bench_, "cannot start " + binary + ": "
                            + std::strerror(spawned));
+    live_children().push_back(pid_);
     port_ = await_listening();
   }
 
@@ -166,6 +180,8 @@ public:
     } else {
       exited_cleanly_ = true;
     }
+    auto& live = live_children();
+    live.erase(std::remove(live.begin(), live.end(), pid_), live.end());
     pid_ = -1;
     return exited_cleanly_;
   }

@@ -7,7 +7,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -92,11 +91,13 @@ void pass_batch(gate_pointer self,
 }
 
 /// A peer's gateway in front of `target` that holds the batches of writes
-/// (`write` with several sessions' deltas) until `opengate`, and passes
-/// every other request on at once; `get` with a count answers the sizes of
-/// the batches passed on once that many writes passed.
-behavior write_gate(gate_pointer self, node_actor target) {
+/// (`write` with several sessions' deltas) until `opengate` unless spawned
+/// `open`, and passes every other request on at once; `get` with a count
+/// answers the sizes of the batches passed on once that many writes passed
+/// (and were answered: the replica stored them).
+behavior write_gate(gate_pointer self, node_actor target, bool open) {
   self->state.target = target;
+  self->state.open = open;
   return {
     [self](replica_atom, write_atom, std::vector<session_delta>& deltas)
       -> result<std::vector<replica_answer>> {
@@ -310,19 +311,21 @@ struct fixture {
     return image_at(i, session).version;
   }
 
-  /// Whether `holds` came true within 20 s. A coordinator answers once a
-  /// majority stored a write, and a write for a peer that is still
+  /// An open `write_gate` in front of replica `i`'s gateway. A coordinator
+  /// answers once a majority stored a write, and a write for a peer still
   /// answering an earlier batch leaves with the next one: the last replica
-  /// may get it after the answer, so a test of every replica polls.
-  template <class Predicate>
-  bool eventually(Predicate holds) {
-    auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (!holds()) {
-      if (std::chrono::steady_clock::now() >= deadline)
-        return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
+  /// may store it after the answer, and a test of every replica learns
+  /// from here when it did.
+  actor gate(std::size_t i) {
+    others.push_back(sys.spawn(write_gate, replicas[i].gateway, true));
+    return others.back();
+  }
+
+  /// Whether `writes` writes in all passed `gate` and were stored (within
+  /// 30 s).
+  bool stored_through(const actor& gate, std::size_t writes) {
+    return ask<std::vector<std::size_t>>(gate, get_atom::value, writes)
+      .engaged();
   }
 };
 
@@ -331,17 +334,19 @@ struct fixture {
 CAF_TEST_FIXTURE_SCOPE(session_replicas_tests, fixture)
 
 CAF_TEST(a persist is answered once a majority stored it and reaches every replica) {
-  auto persister = node(0);
+  std::array<actor, 3> gates{actor{}, gate(1), gate(2)};
+  auto persister = node(0, {node_actor{}, actor_cast<node_actor>(gates[1]),
+                            actor_cast<node_actor>(gates[2])});
   auto h = handle();
   auto generation = register_at(persister, "s", h);
   CAF_REQUIRE(generation);
   CAF_REQUIRE(persist_at(persister, "s", h, "v1", {row("a", 1)}));
   CAF_REQUIRE(persist_at(persister, "s", h, "v2", {row("b", 2)}));
+  // Node 0's own replica was sent both before the answers, which image_at
+  // reads after; a peer may take the second after its answer.
+  CAF_REQUIRE(stored_through(gates[1], 2));
+  CAF_REQUIRE(stored_through(gates[2], 2));
   for (std::size_t i = 0; i < 3; ++i) {
-    CAF_CHECK(eventually([&] {
-      auto held = held_by(i, "s");
-      return held && held->blob == "v2";
-    }));
     auto held = held_by(i, "s");
     CAF_REQUIRE(held);
     CAF_CHECK_EQUAL(held->blob, "v2");
@@ -356,7 +361,7 @@ CAF_TEST(a persist is answered once a majority stored it and reaches every repli
 }
 
 CAF_TEST(writes that queue for a peer reach it together in one batch) {
-  auto gate = sys.spawn(write_gate, replicas[1].gateway);
+  auto gate = sys.spawn(write_gate, replicas[1].gateway, false);
   others.push_back(gate);
   auto persister = node(0, {node_actor{}, actor_cast<node_actor>(gate),
                             node_actor{}});
@@ -520,16 +525,19 @@ CAF_TEST(two coordinators registering at once claim different generations) {
 }
 
 CAF_TEST(a delete leaves a tombstone on every replica) {
-  auto persister = node(0);
+  std::array<actor, 3> gates{actor{}, gate(1), gate(2)};
+  auto persister = node(0, {node_actor{}, actor_cast<node_actor>(gates[1]),
+                            actor_cast<node_actor>(gates[2])});
   auto h = handle();
   CAF_REQUIRE(register_at(persister, "s", h));
   CAF_REQUIRE(persist_at(persister, "s", h, "v1", {row("a", 1)}));
   CAF_REQUIRE(ask<ok_atom>(persister, delete_atom::value, std::string{"s"}));
+  // The persist and the delete.
+  CAF_REQUIRE(stored_through(gates[1], 2));
+  CAF_REQUIRE(stored_through(gates[2], 2));
   for (std::size_t i = 0; i < 3; ++i)
-    CAF_CHECK(eventually([&] {
-      return version_at(i, "s").content
-             == static_cast<uint8_t>(session_content::deleted);
-    }));
+    CAF_CHECK_EQUAL(version_at(i, "s").content,
+                    static_cast<uint8_t>(session_content::deleted));
   auto loaded = load_at(persister, "s");
   CAF_REQUIRE(!loaded);
   CAF_CHECK_EQUAL(code_of(loaded.error()), code(errc::not_found));
