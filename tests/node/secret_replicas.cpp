@@ -1,11 +1,13 @@
 #define CAF_SUITE node.secret_replicas
 #include <caf/test/unit_test.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -50,6 +52,58 @@ behavior silent_peer(event_based_actor* self) {
   return {[](unit_t) {}};
 }
 
+struct copy_tap_state {
+  secret_buffer_actor target;
+  std::unordered_set<secret_key, secret_key_hash> copied;
+  std::vector<std::pair<secret_key, response_promise>> waiting;
+};
+
+/// A repair's local buffer in front of `target`: it passes the copies and
+/// flushes a repair sends its buffer on, and answers `get` with a key once
+/// a copy holding that key was taken. A periodic pass runs on its own
+/// clock: the test learns of its repair from here.
+behavior copy_tap(stateful_actor<copy_tap_state>* self,
+                  secret_buffer_actor target) {
+  self->state.target = std::move(target);
+  return {
+    [self](replica_atom, std::vector<secret_entry>& rows) {
+      auto promise = self->make_response_promise();
+      std::vector<secret_key> keys;
+      for (const auto& row : rows)
+        keys.push_back(row.key());
+      self
+        ->request(self->state.target, infinite, replica_atom::value,
+                  std::move(rows))
+        .then(
+          [self, promise, keys](ok_atom) mutable {
+            promise.deliver(ok_atom::value);
+            auto& st = self->state;
+            st.copied.insert(keys.begin(), keys.end());
+            auto held = [&](const auto& waiter) {
+              if (st.copied.count(waiter.first) == 0)
+                return false;
+              auto answer = waiter.second;
+              answer.deliver(ok_atom::value);
+              return true;
+            };
+            st.waiting.erase(std::remove_if(st.waiting.begin(),
+                                            st.waiting.end(), held),
+                             st.waiting.end());
+          },
+          [promise](error& err) mutable { promise.deliver(std::move(err)); });
+      return promise;
+    },
+    [self](flush_atom f) { return self->delegate(self->state.target, f); },
+    [self](get_atom, secret_key& key) -> result<ok_atom> {
+      if (self->state.copied.count(key) > 0)
+        return ok_atom::value;
+      auto promise = self->make_response_promise();
+      self->state.waiting.emplace_back(std::move(key), promise);
+      return promise;
+    },
+  };
+}
+
 struct fixture {
   temp_dir dir;
   test_config cfg;
@@ -57,7 +111,8 @@ struct fixture {
   std::array<replica, 3> replicas;
   cluster_map map{std::vector<node_endpoint>{
     {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303}}};
-  std::vector<actor> silent_peers;
+  /// Silent peers and taps the tests spawned, stopped first.
+  std::vector<actor> helpers;
   std::vector<secret_sync_actor> repairs;
   std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>(
     std::vector<std::string>{"127.0.0.1:4301", "127.0.0.1:4302",
@@ -76,7 +131,7 @@ struct fixture {
   }
 
   ~fixture() {
-    for (auto& peer : silent_peers)
+    for (auto& peer : helpers)
       anon_send_exit(peer, exit_reason::user_shutdown);
     for (auto& repair : repairs) {
       anon_send_exit(repair, exit_reason::user_shutdown);
@@ -109,12 +164,14 @@ struct fixture {
   /// Gives replica `i` its repair (secret_sync.hpp), its gateway one that
   /// serves the peers' exchanges, and the other replicas' gateways as its
   /// peers. A catch-up reports to `caught_up`.
+  /// Its repair writes to `local` when given, else to the replica's buffer.
   void add_repair(std::size_t i, bool catch_up, actor caught_up = {},
-                  caf::timespan interval = 0s) {
+                  caf::timespan interval = 0s, actor local = {}) {
     secret_sync_settings settings{map,      i,     3,       10s, interval,
                                   100ms,    catch_up, false, counters};
+    auto buffer = local ? actor_cast<secret_buffer_actor>(local) : buffer_of(i);
     auto repair = spawn_secret_sync(sys, replicas[i].services->database(),
-                                    buffer_of(i), caught_up, settings);
+                                    buffer, caught_up, settings);
     repairs.push_back(repair);
     anon_send_exit(replicas[i].gateway, exit_reason::user_shutdown);
     replica_endpoints endpoints;
@@ -131,8 +188,8 @@ struct fixture {
   }
 
   node_actor silent() {
-    silent_peers.push_back(sys.spawn(silent_peer));
-    return actor_cast<node_actor>(silent_peers.back());
+    helpers.push_back(sys.spawn(silent_peer));
+    return actor_cast<node_actor>(helpers.back());
   }
 
   /// What replica `i` alone holds of `key`, asked through its gateway (the
@@ -436,14 +493,17 @@ CAF_TEST(the periodic pass repairs a replica that missed a copy) {
   // replica 0 took: its next pass gives it the capture.
   auto missed = stamped("p", 6, (300 << 10) | 2);
   copy_to(0, {missed});
+  auto tap = sys.spawn(copy_tap, buffer_of(1));
+  helpers.push_back(tap);
   add_repair(0, false);
-  add_repair(1, false, {}, 200ms);
+  add_repair(1, false, {}, 200ms, tap);
   introduce_repairs();
-  // Real time: the pass runs on its own clock; polled against a deadline.
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!held_by(1, missed.key()).found
-         && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(50ms);
+  scoped_actor self{sys};
+  self->request(tap, 30s, get_atom::value, missed.key())
+    .receive([](ok_atom) {},
+             [&](error& err) {
+               CAF_FAIL("no pass repaired the copy: " << sys.render(err));
+             });
   auto held = held_by(1, missed.key());
   CAF_CHECK(held.found);
   CAF_CHECK_EQUAL(held.stamp, missed.stamp);
