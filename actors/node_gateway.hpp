@@ -67,8 +67,12 @@ struct peer_counters {
 
   /// `cluster`: the cluster list's addresses, in its order (what the
   /// counters per node are indexed by); empty counts totals only.
-  explicit peer_counters(std::vector<std::string> cluster = {})
-    : cluster(std::move(cluster)), by_node(this->cluster.size()) {
+  /// `cluster_version`: that list's version.
+  explicit peer_counters(std::vector<std::string> cluster = {},
+                         uint64_t cluster_version = 0)
+    : cluster(std::move(cluster)),
+      cluster_version(cluster_version),
+      by_node(this->cluster.size()) {
     // nop
   }
 
@@ -107,6 +111,7 @@ struct peer_counters {
   }
 
   const std::vector<std::string> cluster;
+  const uint64_t cluster_version;
   std::vector<of_node> by_node;
   std::atomic<uint64_t> down{0};
   std::atomic<uint64_t> losses{0};

@@ -1,7 +1,10 @@
-// coalesce-cli's `owner KIND KEY`: which nodes of --nodes keep a key, by the
-// same rendezvous hashing the cluster client routes with; asks no node.
+// coalesce-cli's cluster commands: `owner KIND KEY`, which nodes of --nodes
+// keep a key, by the same rendezvous hashing the cluster client routes with
+// (asks no node); `cluster status`, which list each node serves under.
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -45,6 +48,50 @@ int owner(session& s, const owner_options& o) {
   return exit_ok;
 }
 
+std::string joined(const std::vector<std::string>& xs) {
+  std::string result;
+  for (const auto& x : xs)
+    result += (result.empty() ? "" : ", ") + x;
+  return result;
+}
+
+/// One line a node of --nodes: the version and nodes of the list it serves
+/// under, or why it did not answer; then whether they all agree. Exit 0
+/// when every node answered under one list, else the first failure's code,
+/// or 4 when they answered under different lists.
+int cluster_status(session& s) {
+  cluster_map nodes;
+  if (s.address.nodes.empty())
+    return usage("cluster status needs --nodes");
+  if (auto problem = cluster_map::parse_list(s.address.nodes, "--nodes", nodes))
+    return usage(*problem);
+  std::map<std::pair<uint64_t, std::vector<std::string>>,
+           std::vector<std::string>>
+    lists;
+  int code = exit_ok;
+  for (const auto& node : nodes.nodes()) {
+    node_stats stats;
+    if (auto failed = stats_of_node(s, node.host, node.port, stats)) {
+      std::cout << node.text() << ": " << failed->sentence << '\n';
+      if (code == exit_ok)
+        code = failed->code;
+      continue;
+    }
+    std::cout << node.text() << ": version " << stats.cluster_version << ": "
+              << joined(stats.cluster) << '\n';
+    lists[{stats.cluster_version, stats.cluster}].push_back(node.text());
+  }
+  if (lists.size() > 1) {
+    std::cout << "the nodes serve under " << lists.size()
+              << " different lists\n";
+    return code == exit_ok ? exit_node_error : code;
+  }
+  if (lists.size() == 1 && code == exit_ok)
+    std::cout << "every node serves under version "
+              << lists.begin()->first.first << '\n';
+  return code;
+}
+
 void add_cluster_commands(CLI::App& app, cli_commands& commands) {
   auto o = std::make_shared<owner_options>();
   auto cmd = app.add_subcommand(
@@ -55,6 +102,13 @@ void add_cluster_commands(CLI::App& app, cli_commands& commands) {
     ->required();
   cmd->add_option("KEY", o->key, "the chat, session id or room")->required();
   commands.push_back({cmd, [o](session& s) { return owner(s, *o); }});
+  auto cluster = app.add_subcommand(
+    "cluster", "the cluster list the nodes of --nodes serve under");
+  cluster->require_subcommand(1);
+  auto status = cluster->add_subcommand(
+    "status", "print each node's list (its version and nodes), one a line, "
+              "and whether they agree (exit 4 when they do not)");
+  commands.push_back({status, [](session& s) { return cluster_status(s); }});
 }
 
 } // namespace

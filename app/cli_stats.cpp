@@ -81,17 +81,8 @@ int stats_of_every_node(session& s) {
   json all = json::object();
   int code = exit_ok;
   for (const auto& node : nodes.nodes()) {
-    node_address address;
-    address.host = node.host;
-    address.port = node.port;
-    address.timeout = s.address.timeout;
-    session one{s.sys, address};
     node_stats result;
-    auto failed = connect_node(s.sys, node.host, node.port, one.timeout(),
-                               one.node);
-    if (!failed)
-      failed = one.ask(result, stats_atom::value);
-    if (failed) {
+    if (auto failed = stats_of_node(s, node.host, node.port, result)) {
       all[node.text()] = json{{"error", failed->sentence}};
       code = failed->code;
       continue;

@@ -170,4 +170,17 @@ void await_queue_pipeline(caf::actor_system& sys, const caf::actor& pipeline,
     std::fputc('\n', stderr);
 }
 
+std::optional<cli_failure> stats_of_node(session& s, const std::string& host,
+                                         uint16_t port, node_stats& result) {
+  node_address address;
+  address.host = host;
+  address.port = port;
+  address.timeout = s.address.timeout;
+  session one{s.sys, address};
+  auto failed = connect_node(s.sys, host, port, one.timeout(), one.node);
+  if (!failed)
+    failed = one.ask(result, stats_atom::value);
+  return failed;
+}
+
 } // namespace coalesce

@@ -103,6 +103,11 @@ struct session {
   }
 };
 
+/// The stats of one node at host:port, reached on its own with `s`'s
+/// timeout (and its TLS files: the system is `s`'s), or the failure.
+std::optional<cli_failure> stats_of_node(session& s, const std::string& host,
+                                         uint16_t port, node_stats& result);
+
 /// What a run of queue requests achieved.
 struct queue_report {
   uint64_t entries_sent = 0;

@@ -73,8 +73,23 @@ std::optional<node_endpoint> parse_endpoint(const std::string& text,
 }
 
 cluster_map::cluster_map(std::vector<node_endpoint> nodes)
-  : nodes_(std::move(nodes)) {
+  : version_(nodes.empty() ? 0 : 1), nodes_(std::move(nodes)) {
+  ids_.reserve(nodes_.size());
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    ids_.push_back(static_cast<uint32_t>(i));
+}
+
+cluster_map::cluster_map(uint64_t version, std::vector<node_endpoint> nodes,
+                         std::vector<uint32_t> ids)
+  : version_(version), nodes_(std::move(nodes)), ids_(std::move(ids)) {
   // nop
+}
+
+std::string cluster_map::text() const {
+  std::string result = "version " + std::to_string(version_) + ":";
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    result += (i == 0 ? " " : ", ") + nodes_[i].text();
+  return result;
 }
 
 std::optional<std::string>

@@ -8,13 +8,19 @@
 
 #include <coalesce/messages/routing_key.hpp>
 
-/// A deployment's static list of nodes and which of them owns a key, by
+/// A deployment's list of nodes and which of them owns a key, by
 /// rendezvous (highest-random-weight) hashing: every (node, key) pair gets a
 /// weight from a stable 64-bit hash (FNV-1a, then a final mix), the same in
 /// every process and build, and the node of highest weight owns the key.
 /// Adding a node moves to it only the keys it now wins (about 1/N of them);
 /// no key moves between the nodes that were there. Needs coalesce/messages
 /// only, so that clients and the node's gateway share it.
+///
+/// A node's list also carries what stays true of it across changes of the
+/// list (coalesce/node/cluster_list.hpp keeps it): a version, one more with
+/// every change, and each node's id, which never changes and is never given
+/// to another node. Ballots and capture stamps name their node by id, so
+/// that they stay unique when nodes come and go.
 namespace coalesce {
 
 /// One node of the list, "host:port".
@@ -46,7 +52,18 @@ public:
   cluster_map() = default;
 
   /// The list in the given order; the order does not change any owner.
+  /// Version 1, ids in list order from 0.
   explicit cluster_map(std::vector<node_endpoint> nodes);
+
+  /// A list of a given version whose nodes have the ids `ids` (one each, in
+  /// list order, all below `node_id_limit`).
+  cluster_map(uint64_t version, std::vector<node_endpoint> nodes,
+              std::vector<uint32_t> ids);
+
+  /// Node ids are below this: the low bits of a capture stamp hold a node's
+  /// id, and their highest value stands for a client
+  /// (coalesce/messages/capture_stamp.hpp).
+  static constexpr uint32_t node_id_limit = 1023;
 
   /// Parses every entry; a sentence starting with `name` naming the bad or
   /// repeated entry, or nothing.
@@ -88,8 +105,27 @@ public:
 
   std::optional<std::size_t> index_of(const node_endpoint& node) const;
 
+  /// One more with every change of the list; 0 for a node alone.
+  uint64_t version() const {
+    return version_;
+  }
+
+  /// The id of the node at `index`.
+  uint32_t id_of(std::size_t index) const {
+    return ids_[index];
+  }
+
+  const std::vector<uint32_t>& ids() const {
+    return ids_;
+  }
+
+  /// "version N: host:port, host:port" (for logs and refusals).
+  std::string text() const;
+
 private:
+  uint64_t version_ = 0;
   std::vector<node_endpoint> nodes_;
+  std::vector<uint32_t> ids_;
 };
 
 } // namespace coalesce

@@ -6,9 +6,10 @@
 
 /// The stamps that order captures of one secret in a cluster (see
 /// `secret_entry::stamp`): microseconds of the wall clock, never below the
-/// last stamp the same clock gave, with their source in the low bits (the
-/// index of the node that admitted the capture, or `client_source` for a
-/// cluster client that stamped it before its first attempt).
+/// last stamp the same clock gave, with their source in the low bits: the
+/// id of the node that admitted the capture (coalesce/client/cluster_map.hpp),
+/// or `client_source` for a cluster client that stamped it before its first
+/// attempt.
 namespace coalesce {
 
 class capture_clock {

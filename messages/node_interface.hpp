@@ -97,10 +97,14 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// found different and repaired (here or there).
   uint64_t sync_rounds = 0;
   uint64_t keys_repaired = 0;
-  /// The nodes of `coalesce.cluster` in its order (empty for a node
-  /// alone): what the fields per peer below are indexed by, this node's own
-  /// entry staying 0.
+  /// The nodes of the cluster list this node serves under, in its order
+  /// (empty for a node alone): what the fields per peer below are indexed
+  /// by, this node's own entry staying 0.
   std::vector<std::string> cluster;
+  /// That list's version: 1 for the first list a node stored, one more with
+  /// every change (0 for a node alone). Nodes that show different versions
+  /// serve under different lists.
+  uint64_t cluster_version = 0;
   /// Per node: 1 while this node counts it down (as in `peers_down`).
   std::vector<uint64_t> peer_down;
   /// Per node: `replica_requests` and `replica_failures` sent to it (copies,
@@ -122,6 +126,7 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("sync_rounds", x.sync_rounds),
            field("keys_repaired", x.keys_repaired),
            field("cluster", x.cluster),
+           field("cluster_version", x.cluster_version),
            named_indices_field("peer_down", x.peer_down, "peer", x.cluster),
            named_indices_field("replica_requests_by_peer",
                                x.replica_requests_by_peer, "peer", x.cluster),
@@ -150,7 +155,8 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
 /// as a descriptor says for its stats.
 struct node_own_stats {
   using gauges = members<&node_stats::uptime_s, &node_stats::peers_down,
-                         &node_stats::catching_up, &node_stats::peer_down>;
+                         &node_stats::catching_up, &node_stats::peer_down,
+                         &node_stats::cluster_version>;
   using counters
     = members<&node_stats::refused_requests, &node_stats::peer_losses,
               &node_stats::replica_requests, &node_stats::replica_failures,

@@ -67,17 +67,23 @@ foreign_owner_fn cluster_options::foreign_owner(const std::string& host,
                                                 uint16_t port) const {
   if (cluster.empty())
     return {};
-  auto nodes = map();
-  auto self = index_of(host, port);
+  return foreign_owner(map(), index_of(host, port));
+}
+
+foreign_owner_fn cluster_options::foreign_owner(const cluster_map& nodes,
+                                                std::size_t self) const {
+  if (nodes.empty())
+    return {};
   auto copies = replicates_secrets() ? replicas : std::size_t{1};
-  return [nodes = std::move(nodes), self, copies](const routing_key& key) {
+  return [nodes, self, copies](const routing_key& key) {
     auto kept_by = nodes.replica_indices(key, copies);
     if (std::find(kept_by.begin(), kept_by.end(), self) != kept_by.end())
       return std::string{};
     std::string names;
     for (auto index : kept_by)
       names += (names.empty() ? "" : ", ") + nodes.nodes()[index].text();
-    return names;
+    return names + " (cluster list version " + std::to_string(nodes.version())
+           + ")";
   };
 }
 

@@ -14,13 +14,15 @@
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/node/peer_watch.hpp>
 
-/// A node's place in a deployment of several: the static list of every
-/// node, the same on every node and in every client (`coalesce.cluster`).
+/// A node's place in a deployment of several: the list of every node, the
+/// same on every node and in every client (`coalesce.cluster`; the list a
+/// node serves under is the one it stored, coalesce/node/cluster_list.hpp).
 namespace coalesce {
 
-/// The most nodes a cluster lists: a capture's stamp holds the index of the
-/// node that admitted it in 10 bits (coalesce/node/secret_replicas.cpp).
-constexpr std::size_t max_cluster_nodes = 1024;
+/// The most nodes a cluster lists: each has an id of its own, and a
+/// capture's stamp holds the id of the node that admitted it in 10 bits,
+/// one value of which names a client (coalesce/client/cluster_map.hpp).
+constexpr std::size_t max_cluster_nodes = cluster_map::node_id_limit;
 
 struct cluster_options {
   /// Every node as "host:port"; empty: a single node that owns every key.
@@ -43,11 +45,17 @@ struct cluster_options {
   std::string validate(const std::string& group, const std::string& host,
                        uint16_t port) const;
 
-  /// What the gateway asks about each key: the owner's address when it is
-  /// not this node; null for a single node. The options must be valid.
+  /// What the gateway asks about each key: the addresses of its replicas
+  /// and the list's version when this node (`self` of `nodes`) is none of
+  /// them; null for a single node.
+  foreign_owner_fn foreign_owner(const cluster_map& nodes,
+                                 std::size_t self) const;
+
+  /// The same under the configured list. The options must be valid.
   foreign_owner_fn foreign_owner(const std::string& host, uint16_t port) const;
 
-  /// The list (empty for a node alone). The options must be valid.
+  /// The configured list, version 1 (empty for a node alone). The options
+  /// must be valid.
   cluster_map map() const;
 
   /// This node's index in `map()`. The options must be valid and the list

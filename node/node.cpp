@@ -11,6 +11,7 @@
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/connect.hpp>
+#include <coalesce/node/cluster_list.hpp>
 #include <coalesce/node/metrics.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/secret_buffer_service.hpp>
@@ -23,6 +24,7 @@
 #include <coalesce/node/timeline_replicas.hpp>
 #include <coalesce/node/timeline_service.hpp>
 #include <coalesce/node/timeline_sync.hpp>
+#include <coalesce/storage/database.hpp>
 #include <coalesce/storage/secret_store.hpp>
 
 namespace coalesce {
@@ -47,6 +49,30 @@ caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
       self->delayed_send(self, interval, caf::tick_atom::value);
     },
   };
+}
+
+/// The list this node serves under: its configured one, against the one it
+/// stored (coalesce/node/cluster_list.hpp), stored when it changed.
+caf::expected<cluster_map> settle_list(storage::database& db,
+                                       const cluster_map& configured) {
+  auto stored = db.stored_cluster_list();
+  if (!stored)
+    return std::move(stored.error());
+  auto settled = settle_cluster_list(configured, *stored);
+  if (!settled)
+    return std::move(settled.error());
+  if (settled->changed) {
+    if (auto err = db.store_cluster_list(encode_cluster_list(settled->record)))
+      return err;
+    if (settled->previous.empty())
+      spdlog::info("cluster list {} stored", settled->record.list.text());
+    else
+      spdlog::warn("cluster list changed from {} to {}: a key whose replicas "
+                   "changed starts empty on its new replicas (its data stays "
+                   "on the nodes that kept it before)",
+                   settled->previous, settled->record.list.text());
+  }
+  return std::move(settled->record.list);
 }
 
 void stop_gateway(caf::actor_system& sys, const node_actor& gateway) {
@@ -100,14 +126,25 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   auto& local = **services;
   auto cluster = settings.cluster.map();
   auto clustered = cluster.size() > 1;
-  auto self_index = clustered
-                      ? settings.cluster.index_of(settings.host, settings.port)
-                      : 0;
+  if (clustered) {
+    auto settled = settle_list(*local.database(), cluster);
+    if (!settled) {
+      spdlog::critical("cannot settle coalesce.cluster on coalesce.db-path = "
+                       "\"{}\": {}",
+                       settings.services.db_path, sys.render(settled.error()));
+      local.stop(settings.shutdown_timeout);
+      return EXIT_FAILURE;
+    }
+    cluster = std::move(*settled);
+  }
+  auto self_index
+    = clustered ? *cluster.index_of({settings.host, settings.port}) : 0;
   std::vector<std::string> addresses;
   for (const auto& node : cluster.nodes())
     addresses.push_back(node.text());
   auto counters = clustered
-                    ? std::make_shared<peer_counters>(std::move(addresses))
+                    ? std::make_shared<peer_counters>(std::move(addresses),
+                                                      cluster.version())
                     : nullptr;
   auto handles = local.handles();
   secret_replicas_actor replicas;
@@ -185,7 +222,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   endpoints.room_replicas = rooms.endpoint;
   endpoints.room_sync = caf::actor_cast<room_listing_requests>(room_repair);
   auto gateway = spawn_node_gateway(
-    sys, handles, settings.cluster.foreign_owner(settings.host, settings.port),
+    sys, handles, settings.cluster.foreign_owner(cluster, self_index),
     counters, std::move(endpoints));
   // The repairs' scans read the database that stopping the services closes.
   auto stop_repairs = [&] {

@@ -155,8 +155,9 @@ inline shared_tally make_tally(std::size_t replicas, tally::decision decide) {
 }
 
 /// A ballot above every one seen (`seen`) and every one this clock gave:
-/// microseconds with the node's index (`self`) in the low bits.
-inline uint64_t next_ballot(capture_clock& ballots, std::size_t self,
+/// microseconds with the node's id (`self`, which no other node of any
+/// version of the list has) in the low bits.
+inline uint64_t next_ballot(capture_clock& ballots, uint32_t self,
                             uint64_t seen) {
   auto above_seen = (((seen >> capture_clock::source_bits) + 1)
                      << capture_clock::source_bits)

@@ -40,8 +40,8 @@ struct secret_replicas_state {
   capture_clock stamps;
 };
 
-static_assert(max_cluster_nodes <= (std::size_t{1}
-                                    << capture_clock::source_bits));
+static_assert(cluster_map::node_id_limit == capture_clock::client_source,
+              "a stamp's source is a node's id or the client's");
 
 using replicas_pointer
   = secret_replicas_actor::stateful_pointer<secret_replicas_state>;
@@ -293,7 +293,8 @@ caf::result<ok_atom> replicate(replicas_pointer self,
                          << capture_clock::source_bits;
   for (auto& entry : entries) {
     if (entry.stamp == 0 || entry.stamp > latest_accepted)
-      entry.stamp = self->state.stamps.next(self->state.settings.self);
+      entry.stamp = self->state.stamps.next(
+        self->state.settings.map.id_of(self->state.settings.self));
     entry.ts_stamp = entry.message_ts != 0 ? entry.stamp : 0;
   }
   auto plan = plan_for(self, entries,

@@ -109,7 +109,8 @@ caf::error no_quorum(const std::string& session,
 /// A ballot above every one seen for the session.
 uint64_t next_ballot(coordinator_pointer self, const coordination& c) {
   auto& st = self->state;
-  return replica_calls::next_ballot(st.ballots, st.settings.self, c.seen);
+  return replica_calls::next_ballot(
+    st.ballots, st.settings.map.id_of(st.settings.self), c.seen);
 }
 
 coordination& coordination_of(coordinator_pointer self,

@@ -368,8 +368,8 @@ void prepare(coordinator_pointer self, const std::string& room, done_fn done,
                         "peers; the next replica serves it"));
     return;
   }
-  auto ballot = replica_calls::next_ballot(st.ballots, st.settings.self,
-                                           c.seen);
+  auto ballot = replica_calls::next_ballot(
+    st.ballots, st.settings.map.id_of(st.settings.self), c.seen);
   auto view = std::make_shared<prepare_view>();
   view->nodes = replicas_of(self, room);
   view->answers.resize(view->nodes.size());

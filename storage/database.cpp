@@ -21,6 +21,7 @@ namespace {
 
 const char* const format_version_key = "coalesce/format-version";
 const char* const clean_stop_key = "coalesce/clean-stop";
+const char* const cluster_list_key = "coalesce/cluster-list";
 
 /// The row named `name`, null for a family this build does not know.
 const family_spec* find_family(const std::string& name) {
@@ -231,6 +232,30 @@ caf::expected<bool> database::take_clean_stop_mark() {
                             "removing the clean stop mark"))
       return err;
     return true;
+  });
+}
+
+caf::expected<std::string> database::stored_cluster_list() {
+  using result_type = caf::expected<std::string>;
+  return with_open_database(*this, [](impl& state) -> result_type {
+    std::string stored;
+    auto status = state.db->Get(rocksdb::ReadOptions{},
+                                state.handle(family::meta), cluster_list_key,
+                                &stored);
+    if (status.IsNotFound())
+      return std::string{};
+    if (auto err = to_error(status, "reading the cluster list"))
+      return err;
+    return stored;
+  });
+}
+
+caf::error database::store_cluster_list(const std::string& encoded) {
+  return with_open_database(*this, [&encoded](impl& state) {
+    return to_error(state.db->Put(state.write_options(durability::synced),
+                                  state.handle(family::meta), cluster_list_key,
+                                  encoded),
+                    "storing the cluster list");
   });
 }
 

@@ -121,6 +121,15 @@ public:
   /// from its peers before it answers reads (coalesce/node/secret_sync.hpp).
   caf::expected<bool> take_clean_stop_mark();
 
+  /// The cluster list this node last agreed to, as
+  /// coalesce/node/cluster_list.hpp encodes it; empty when none was stored
+  /// (a new node, or one that never ran in a cluster).
+  caf::expected<std::string> stored_cluster_list();
+
+  /// Stores `encoded` as the cluster list, durably, before the node serves
+  /// under it.
+  caf::error store_cluster_list(const std::string& encoded);
+
   /// Syncs the WAL and closes the database; later calls fail.
   caf::error close();
 

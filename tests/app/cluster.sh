@@ -10,12 +10,13 @@ source "$(dirname "$0")/process_helpers.sh"
 command -v curl >/dev/null || { echo "curl is missing: skipped"; exit 77; }
 use_test_certificates
 
-# Six ports free right now (the kernel's choice, released at once): each
+# Seven ports free right now (the kernel's choice, released at once): each
 # node listens on its own, fixed in the list every node and client shares,
-# and serves its metrics on another.
+# and serves its metrics on another; the seventh is a node listed but never
+# started.
 PORTS=($(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(6)]
+socks = [socket.socket() for _ in range(7)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))'))
 NODES="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]}"
@@ -382,10 +383,60 @@ test_a_node_counts_a_stopped_or_killed_peer_down_and_up_again() {
   stop_cluster
 }
 
+restart_member_listing() { # restart_member_listing I LIST: member I stopped, started with coalesce.cluster LIST
+  kill -TERM "${PID_OF[$1]}"
+  wait_exit "${PID_OF[$1]}" 60
+  start_node "${GROUP}n$1" --coalesce.port="${PORTS[$1]}" --coalesce.cluster="$2" \
+    --coalesce.metrics-port="${PORTS[$1 + 3]}" "${NODE_TLS[@]}" || return 1
+  PID_OF[$1]=$NODE_PID
+}
+
+test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
+  start_cluster list- || { CURRENT_OK=0; return; }
+  local out rc log2="$WORK/list-n2.log" chat="" i
+  local grown="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\",\"127.0.0.1:${PORTS[2]}\",\"127.0.0.1:${PORTS[6]}\"]"
+  out=$(ccli cluster status)
+  rc=$?
+  check "cluster status exits 0 (got $rc)" [ "$rc" = 0 ]
+  check "each node serves under version 1 of the three-node list" \
+    [ "$(grep -c ": version 1: 127.0.0.1:${PORTS[0]}, 127.0.0.1:${PORTS[1]}, 127.0.0.1:${PORTS[2]}$" <<<"$out")" = 3 ]
+  check "and they agree" grep -q "^every node serves under version 1$" <<<"$out"
+  check "its metric coalesce_cluster_version is 1" [ "$(metric 0 coalesce_cluster_version)" = 1 ]
+  # Node 2 restarted with a fourth node listed: the next version, which
+  # it keeps across a restart with the same list.
+  restart_member_listing 2 "$grown" || { CURRENT_OK=0; return; }
+  check "node 2 logs the change of its list" \
+    grep -q "cluster list changed from version 1: .* to version 2: .*127.0.0.1:${PORTS[6]}" "$log2"
+  out=$(ccli cluster status)
+  rc=$?
+  check "cluster status exits 4 while the nodes disagree (got $rc)" [ "$rc" = 4 ]
+  check "naming version 2 for node 2" \
+    grep -q "^127.0.0.1:${PORTS[2]}: version 2: .*127.0.0.1:${PORTS[6]}$" <<<"$out"
+  check "and two lists" grep -q "^the nodes serve under 2 different lists$" <<<"$out"
+  for i in $(seq 0 200); do
+    if ! "$CLI" --nodes="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]},127.0.0.1:${PORTS[6]}" \
+        owner secret "v$i@g.us" | grep -q ":${PORTS[2]}$"; then
+      chat="v$i@g.us"
+      break
+    fi
+  done
+  check "a chat of the four-node list is not kept on node 2" [ -n "$chat" ]
+  tcli "${PORTS[2]}" secret get "$chat" s m 2>"$WORK/list.err"
+  rc=$?
+  check "node 2 refuses it (exit 4, got $rc)" [ "$rc" = 4 ]
+  check "naming the version of its list" grep -q "(cluster list version 2)" "$WORK/list.err"
+  restart_member_listing 2 "$grown" || { CURRENT_OK=0; return; }
+  check "restarted with the same list, node 2 keeps version 2" \
+    grep -q '"cluster_version":2' <<<"$(tcli "${PORTS[2]}" stats)"
+  check "and logs no change" [ "$(grep -c "cluster list changed" "$log2")" = 1 ]
+  stop_cluster
+}
+
 run_test "secrets sessions and backfills are routed to their owners"
 run_test "a killed replica loses no answered secret and its chats stay served"
 run_test "a stopped replica holds up no answer a majority gives"
 run_test "a put without a majority of replicas fails naming them"
 run_test "a node counts a stopped or killed peer down and up again"
+run_test "each node serves under a versioned list and status shows it"
 
 finish_tests

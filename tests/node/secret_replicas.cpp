@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -153,9 +154,11 @@ struct fixture {
   /// Node 0's coordinator; peers 1 and 2 are `peers` (their gateways
   /// unless replaced).
   secret_replicas_actor coordinator(std::array<node_actor, 2> peers,
-                                    caf::timespan timeout = 10s) {
+                                    caf::timespan timeout = 10s,
+                                    std::optional<cluster_map> list = {}) {
     auto result = spawn_secret_replicas(
-      sys, buffer_of(0), {map, 0, 3, timeout, counters, false, timeout});
+      sys, buffer_of(0),
+      {list ? *list : map, 0, 3, timeout, counters, false, timeout});
     for (uint64_t i = 1; i <= 2; ++i)
       anon_send(result, peer_up_atom::value, i, peers[i - 1]);
     return result;
@@ -363,8 +366,11 @@ CAF_TEST(a flush makes a majority of every replica set durable) {
   anon_send_exit(two_silent, exit_reason::user_shutdown);
 }
 
-CAF_TEST(a coordinator stamps each capture with its own index) {
-  auto coordinating = coordinator({replicas[1].gateway, replicas[2].gateway});
+CAF_TEST(a coordinator stamps each capture with its own id) {
+  // Node 0 of a list that changed: its id is not its index.
+  cluster_map changed{4, map.nodes(), {7, 3, 12}};
+  auto coordinating = coordinator({replicas[1].gateway, replicas[2].gateway},
+                                  10s, changed);
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
                            make_entry("s1", 1)));
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
@@ -372,7 +378,7 @@ CAF_TEST(a coordinator stamps each capture with its own index) {
   auto first = held_by(1, key_of("s1"));
   auto second = held_by(2, key_of("s2"));
   CAF_CHECK_NOT_EQUAL(first.stamp, 0u);
-  CAF_CHECK_EQUAL(first.stamp % 1024, 0u); // node 0 admitted it
+  CAF_CHECK_EQUAL(first.stamp % 1024, 7u); // node 0 admitted it
   CAF_CHECK_GREATER(second.stamp, first.stamp);
   CAF_CHECK_EQUAL(first.ts_stamp, first.stamp); // its message time is known
   anon_send_exit(coordinating, exit_reason::user_shutdown);

@@ -240,12 +240,15 @@ struct fixture {
 
   /// Node `i` coordinating its sessions, its peers reached at `peers`
   /// (by index; the entry of `i` is ignored): real gateways unless given.
+  /// Under `list` when given, else `map`.
   session_persister_actor node(std::size_t i,
                                std::array<node_actor, 3> peers = {},
-                               caf::timespan timeout = 10s) {
+                               caf::timespan timeout = 10s,
+                               std::optional<cluster_map> list = {}) {
     auto result = start_replicated_sessions(
       sys, replicas[i].io,
-      {map, i, 3, timeout, counters, replicas[i].catching_up}, {});
+      {list ? *list : map, i, 3, timeout, counters, replicas[i].catching_up},
+      {});
     for (uint64_t p = 0; p < 3; ++p) {
       if (p == i)
         continue;
@@ -522,6 +525,20 @@ CAF_TEST(two coordinators registering at once claim different generations) {
     CAF_CHECK_NOT_EQUAL(*answers[0], *answers[1]);
   else
     CAF_CHECK(answers[0] || answers[1]);
+}
+
+CAF_TEST(the ballots of a coordinator carry its id) {
+  // Node 1 of a list that changed: its id is not its index, and two nodes
+  // of different lists never make the same ballot.
+  cluster_map changed{4, map.nodes(), {7, 13, 12}};
+  auto coordinator = node(1, {}, 10s, changed);
+  auto h = handle();
+  CAF_REQUIRE(register_at(coordinator, "s", h));
+  CAF_REQUIRE(persist_at(coordinator, "s", h, "blob", {}));
+  auto version = version_at(1, "s");
+  CAF_CHECK_NOT_EQUAL(version.ballot, 0u);
+  CAF_CHECK_EQUAL(version.ballot % 1024, 13u);
+  CAF_CHECK_EQUAL(version.promised % 1024, 13u);
 }
 
 CAF_TEST(a delete leaves a tombstone on every replica) {

@@ -201,11 +201,14 @@ struct fixture {
 
   /// Node `i` coordinating its rooms, its peers reached at `peers` (by
   /// index; the entry of `i` is ignored): real gateways unless given.
+  /// Under `list` when given, else `map`.
   replicated_rooms node(std::size_t i, std::array<node_actor, 3> peers = {},
-                         caf::timespan timeout = 10s) {
+                         caf::timespan timeout = 10s,
+                         std::optional<cluster_map> list = {}) {
     auto result = start_replicated_rooms(
       sys, replicas[i].store,
-      {map, i, 3, timeout, counters, replicas[i].catching_up}, {});
+      {list ? *list : map, i, 3, timeout, counters, replicas[i].catching_up},
+      {});
     for (uint64_t p = 0; p < 3; ++p) {
       if (p == i)
         continue;
@@ -303,6 +306,16 @@ CAF_TEST(appends_are_answered_once_a_majority_holds_them_in_one_order) {
   for (std::size_t i = 0; i < 3; ++i)
     CAF_CHECK_EQUAL(ids_at(i, "!r"), expected);
   CAF_CHECK(counters->replica_requests > 0u);
+}
+
+CAF_TEST(a_coordinators_ballots_carry_its_id) {
+  // Node 2 of a list that changed: its id is not its index.
+  cluster_map changed{4, map.nodes(), {7, 13, 21}};
+  auto n2 = node(2, {}, 10s, changed);
+  CAF_REQUIRE(append_at(n2, "!r", events("a", 1)));
+  auto segments = image_at(0, "!r").segments;
+  CAF_REQUIRE_EQUAL(segments.size(), 1u);
+  CAF_CHECK_EQUAL(segments[0].ballot % 1024, 21u);
 }
 
 CAF_TEST(a_replica_that_does_not_answer_holds_up_no_append) {
