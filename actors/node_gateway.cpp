@@ -49,10 +49,17 @@ refuse_foreign_key(gateway_pointer self, Atom atom, const Args&... args) {
   const auto& foreign_owner = self->state.foreign_owner;
   if (!foreign_owner)
     return std::nullopt;
-  for (const auto& key : routing_keys(atom, args...))
-    if (auto owner = foreign_owner(key); !owner.empty())
-      return make_error(errc::not_replica,
-                        describe(key) + " belongs to " + owner);
+  for (const auto& key : routing_keys(atom, args...)) {
+    auto owner = foreign_owner(key);
+    if (owner.empty())
+      continue;
+    auto sentence = describe(key) + " belongs to " + owner;
+    // The list goes with the refusal: a client with an older one adopts it.
+    if (const auto& peers = self->state.peers; peers && !peers->cluster.empty())
+      return make_not_replica(std::move(sentence),
+                              {peers->cluster_version, peers->cluster});
+    return make_error(errc::not_replica, std::move(sentence));
+  }
   return std::nullopt;
 }
 

@@ -30,7 +30,9 @@
 ///   it is not a replica of, a session or room another node owns) with
 ///   `errc::not_replica`, naming the key and the nodes that keep it ("room R
 ///   belongs to 127.0.0.1:4302"), so that a client with an outdated list of
-///   nodes is told rather than served by the wrong node. A request with several keys
+///   nodes is told rather than served by the wrong node; with `peers`, the
+///   refusal carries the list this node serves under (`list_of_refusal`,
+///   coalesce/messages/errc.hpp) for the client to adopt. A request with several keys
 ///   (a batch of secrets, a lookup of many keys) is refused whole, naming
 ///   the first key in it another node owns; nothing of it is done. A
 ///   request that carries no key (a flush, a backfill ticket, a session

@@ -62,8 +62,15 @@ struct cluster_client_state {
   /// On how many nodes a chat's secrets are kept (the nodes'
   /// `coalesce.replicas`).
   std::size_t replicas = 1;
+  /// The list requests are routed by: the one given, or a newer one a
+  /// node's refusal named (`adopt_newer_list`).
   cluster_map map;
+  /// Every node the client ever routed to, in the order first listed: a
+  /// node keeps its link (its connection, what it issued) when the list
+  /// changes. Requests, tickets and leases name nodes by link.
   std::vector<node_link> links;
+  /// The link of each node of `map`, by its index there.
+  std::vector<std::size_t> link_of;
   uint64_t last_id = 0;
   /// What nodes issued (tickets, leases), one table per type of
   /// `all_issued`, by the client's own number.
@@ -221,18 +228,6 @@ void stop(client_pointer self, const caf::error& reason) {
   self->quit(reason);
 }
 
-/// Answers `promise` with what node `index` answers `xs`.
-template <class Output, class... Ts>
-caf::result<Output> relay(client_pointer self, std::size_t index, Ts... xs) {
-  auto promise = self->make_response_promise<Output>();
-  send_to<Output>(
-    self, index, deadline_of(self),
-    [promise](Output& answer) mutable { promise.deliver(std::move(answer)); },
-    [promise](const caf::error& err) mutable { promise.deliver(err); },
-    std::move(xs)...);
-  return promise;
-}
-
 /// Answers once every part of a request sent to several nodes answered
 /// (`combine` folds each answer into the total), or with the first error.
 template <class Total>
@@ -293,8 +288,8 @@ template <class Output, class Total, class Combine, class... Ts>
 caf::result<Total> to_every_node(client_pointer self, Total initial,
                                  Combine combine, Ts... xs) {
   std::map<std::size_t, std::tuple<Ts...>> parts;
-  for (std::size_t i = 0; i < self->state.links.size(); ++i)
-    parts.emplace(i, std::make_tuple(xs...));
+  for (auto link : self->state.link_of)
+    parts.emplace(link, std::make_tuple(xs...));
   return to_several<Output>(self, std::move(initial), std::move(combine),
                             std::move(parts));
 }
@@ -360,9 +355,50 @@ std::size_t coordinator(client_pointer self,
   return replicas.front();
 }
 
+/// The links of `key`'s replicas, first to be asked first.
 std::vector<std::size_t> replicas_of(client_pointer self,
                                      const routing_key& key) {
-  return self->state.map.replica_indices(key, self->state.replicas);
+  auto& st = self->state;
+  auto result = st.map.replica_indices(key, st.replicas);
+  for (auto& index : result)
+    index = st.link_of[index];
+  return result;
+}
+
+/// Routes by `nodes` from now on; a node already linked keeps its link.
+void use_list(cluster_client_state& st, cluster_map nodes) {
+  st.map = std::move(nodes);
+  st.link_of.clear();
+  for (const auto& node : st.map.nodes()) {
+    auto known = std::find_if(st.links.begin(), st.links.end(),
+                              [&](const node_link& x) { return x.where == node; });
+    if (known == st.links.end()) {
+      st.links.emplace_back();
+      st.links.back().where = node;
+      known = st.links.end() - 1;
+    }
+    st.link_of.push_back(static_cast<std::size_t>(known - st.links.begin()));
+  }
+}
+
+/// Adopts the list a `not_replica` refusal names when it is newer than the
+/// client's (the node serves under a list that changed since the client's
+/// was given): whether it did, and so whether the request is worth
+/// sending again. Versions only grow, so a request is sent again at most
+/// once per newer list.
+bool adopt_newer_list(client_pointer self, const caf::error& err) {
+  auto named = list_of_refusal(err);
+  if (!named || named->version <= self->state.map.version())
+    return false;
+  cluster_map nodes;
+  if (cluster_map::parse(named->nodes, "a refusal's list", nodes)
+      || nodes.empty())
+    return false;
+  std::vector<uint32_t> ids(nodes.size());
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<uint32_t>(i);
+  use_list(self->state, cluster_map{named->version, nodes.nodes(), std::move(ids)});
+  return true;
 }
 
 /// Whether a failed exchange with a replica is worth one with the next:
@@ -393,12 +429,14 @@ clock::time_point attempt_deadline(client_pointer self,
   return std::min(deadline, clock::now() + share);
 }
 
-/// A batch of replicated keys (`atom, *items`): one part per coordinator
-/// (as few as the keys' replicas allow), sent at once; answered once every
-/// part is. A part whose coordinator
-/// fails is not waited for: the whole batch goes again with that node
-/// passed over (a secret queued or looked up twice is harmless), until the
-/// request's deadline.
+/// A batch of keys (`atom, *items`): one part per coordinator (its owner
+/// when not replicated; as few as the keys' replicas allow), sent at once;
+/// answered once every part is, a vector answer (one per item) in the
+/// batch's order, any other added up (an `ok` stays `ok`). A part whose
+/// coordinator fails is not waited for: the whole batch goes again, with
+/// that node passed over when the keys are replicated, or under the newer
+/// list a refusal named (a secret queued or looked up twice is harmless),
+/// until the request's deadline; any other failure answers the batch.
 template <class Output, class Atom, class T>
 void attempt_batch(client_pointer self, Atom atom,
                    std::shared_ptr<const std::vector<T>> items,
@@ -430,7 +468,8 @@ void attempt_batch(client_pointer self, Atom atom,
   if constexpr (is_vector<Output>::value)
     state->total.resize(items->size());
   state->outstanding = positions.size();
-  auto this_attempt = attempt_deadline(self, deadline);
+  auto replicated = !rule.keys.empty() && ::coalesce::replicated(self, rule.keys.front());
+  auto this_attempt = replicated ? attempt_deadline(self, deadline) : deadline;
   for (auto& [node, where] : positions) {
     std::vector<T> part;
     part.reserve(where.size());
@@ -454,13 +493,15 @@ void attempt_batch(client_pointer self, Atom atom,
           promise.deliver(std::move(state->total));
         }
       },
-      [self, atom, items, state, promise, deadline,
-       index](const caf::error& err) mutable {
+      [self, atom, items, state, promise, deadline, index,
+       replicated](const caf::error& err) mutable {
         if (state->ended)
           return;
         state->ended = true;
-        if (worth_failing_over(err) && clock::now() < deadline
-            && avoid(self, index))
+        if (clock::now() < deadline
+            && (adopt_newer_list(self, err)
+                || (replicated && worth_failing_over(err)
+                    && avoid(self, index))))
           attempt_batch<Output>(self, atom, items, promise, deadline);
         else
           promise.deliver(err);
@@ -471,10 +512,11 @@ void attempt_batch(client_pointer self, Atom atom,
     promise.deliver(std::move(state->total));
 }
 
-/// One replicated key's request (`xs`), to its coordinator, again to the
-/// next replica while it fails and the deadline allows. What a service
-/// issues (a ticket, a lease) is answered under the client's own number,
-/// remembering the replica that issued it.
+/// One key's request (`xs`), to its coordinator (its owner when not
+/// replicated); for a replicated key again to the next replica while it
+/// fails and the deadline allows; again under a newer list a refusal named.
+/// What a service issues (a ticket, a lease) is answered under the client's
+/// own number, remembering the node that issued it.
 template <class Output, class... Ts>
 void attempt_one(client_pointer self, routing_key key,
                  std::shared_ptr<const std::string> key_text,
@@ -482,10 +524,12 @@ void attempt_one(client_pointer self, routing_key key,
                  clock::time_point deadline, std::tuple<Ts...> xs) {
   key.value = *key_text;
   auto index = coordinator(self, replicas_of(self, key), clock::now());
+  auto this_attempt = replicated(self, key) ? attempt_deadline(self, deadline)
+                                            : deadline;
   std::apply(
     [&](auto... args) {
       send_to<Output>(
-        self, index, attempt_deadline(self, deadline),
+        self, index, this_attempt,
         [self, index, promise](Output& answer) mutable {
           if constexpr (contains_v<all_issued, Output>)
             promise.deliver(remember(self, index, answer));
@@ -494,8 +538,10 @@ void attempt_one(client_pointer self, routing_key key,
         },
         [self, key, key_text, promise, deadline, index,
          xs](const caf::error& err) mutable {
-          if (worth_failing_over(err) && clock::now() < deadline
-              && avoid(self, index))
+          if (clock::now() < deadline
+              && (adopt_newer_list(self, err)
+                  || (replicated(self, key) && worth_failing_over(err)
+                      && avoid(self, index))))
             attempt_one<Output>(self, key, key_text, promise, deadline, xs);
           else
             promise.deliver(err);
@@ -505,80 +551,26 @@ void attempt_one(client_pointer self, routing_key key,
     xs);
 }
 
-/// A request naming one key: to its owner, or with replicas to its first
-/// live replica (`attempt_one`). What the owner answers that a service
-/// issues (a ticket, a lease) is answered under the client's own number,
-/// remembering the owner.
+/// A request naming one key (`attempt_one`).
 template <class Output, class Atom, class... Args>
 caf::result<Output> to_owner(client_pointer self, const routing_key& key,
                              Atom atom, Args&... args) {
-  if (replicated(self, key)) {
-    auto promise = self->make_response_promise<Output>();
-    auto text = std::make_shared<const std::string>(key.value);
-    attempt_one<Output>(self, key, text, promise, deadline_of(self),
-                        std::make_tuple(atom, std::move(args)...));
-    return promise;
-  }
-  auto owner = self->state.map.owner_index(key);
-  if constexpr (!contains_v<all_issued, Output>) {
-    return relay<Output>(self, owner, atom, std::move(args)...);
-  } else {
-    auto promise = self->make_response_promise<Output>();
-    send_to<Output>(
-      self, owner, deadline_of(self),
-      [self, owner, promise](Output& real) mutable {
-        promise.deliver(remember(self, owner, real));
-      },
-      [promise](const caf::error& err) mutable { promise.deliver(err); },
-      atom, std::move(args)...);
-    return promise;
-  }
+  auto promise = self->make_response_promise<Output>();
+  auto text = std::make_shared<const std::string>(key.value);
+  attempt_one<Output>(self, key, text, promise, deadline_of(self),
+                      std::make_tuple(atom, std::move(args)...));
+  return promise;
 }
 
-/// A batch (`xs`) whose items name keys (`keys`, in the batch's order):
-/// one part per owner, sent at once; answered once every part is. A vector
-/// answer (one per item) is put back in the batch's order; any other is
-/// added up (an `ok` stays `ok`).
+/// A batch (`xs`) whose items name keys (`attempt_batch`).
 template <class Output, class Atom, class T>
-caf::result<Output> to_owners(client_pointer self, const routing_keys_t& keys,
-                              Atom atom, std::vector<T>& xs) {
-  if (!keys.empty() && replicated(self, keys.front())) {
-    auto promise = self->make_response_promise<Output>();
-    attempt_batch<Output>(
-      self, atom, std::make_shared<const std::vector<T>>(std::move(xs)),
-      promise, deadline_of(self));
-    return promise;
-  }
-  // Every owner before any item moves: the keys view into the items.
-  std::vector<std::size_t> owners;
-  owners.reserve(keys.size());
-  for (const auto& key : keys)
-    owners.push_back(self->state.map.owner_index(key));
-  // Which positions of the batch each owner's part holds.
-  auto positions = std::make_shared<std::map<std::size_t,
-                                             std::vector<std::size_t>>>();
-  std::map<std::size_t, std::tuple<Atom, std::vector<T>>> parts;
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    (*positions)[owners[i]].push_back(i);
-    auto& part = parts[owners[i]];
-    std::get<0>(part) = atom;
-    std::get<1>(part).push_back(std::move(xs[i]));
-  }
-  if constexpr (is_vector<Output>::value) {
-    auto fill = [positions](Output& total, auto& answer) {
-      auto& where = (*positions)[answer.first];
-      auto& found = answer.second;
-      for (std::size_t i = 0; i < where.size() && i < found.size(); ++i)
-        total[where[i]] = std::move(found[i]);
-    };
-    return to_several<Output>(self, Output(xs.size()), fill,
-                              std::move(parts));
-  } else {
-    return to_several<Output>(
-      self, Output{},
-      [](Output& total, auto& answer) { add_counters(total, answer.second); },
-      std::move(parts));
-  }
+caf::result<Output> to_owners(client_pointer self, Atom atom,
+                              std::vector<T>& xs) {
+  auto promise = self->make_response_promise<Output>();
+  attempt_batch<Output>(self, atom,
+                        std::make_shared<const std::vector<T>>(std::move(xs)),
+                        promise, deadline_of(self));
+  return promise;
 }
 
 /// What the caller of a ticket or lease whose issuer was lost or is
@@ -668,7 +660,7 @@ caf::result<Output> route(output<Output>, client_pointer self, Atom atom,
   } else if constexpr (std::is_same_v<rule_type, each_key>) {
     static_assert(sizeof...(Args) == 1,
                   "a batch request (each_key) carries its batch alone");
-    return to_owners<Output>(self, rule.keys, atom, args...);
+    return to_owners<Output>(self, atom, args...);
   } else if constexpr (std::is_same_v<rule_type, every_node>) {
     return to_every_node<Output>(
       self, Output{},
@@ -746,11 +738,7 @@ node_actor::behavior_type cluster_client(client_pointer self, cluster_map map,
   auto& st = self->state;
   st.timeout = timeout;
   st.replicas = std::max<std::size_t>(replicas, 1);
-  st.map = std::move(map);
-  for (const auto& node : st.map.nodes()) {
-    st.links.emplace_back();
-    st.links.back().where = node;
-  }
+  use_list(st, std::move(map));
   self->set_down_handler([self](caf::down_msg& down) {
     for (auto& link : self->state.links)
       if (link.handle && link.handle.address() == down.source)

@@ -21,7 +21,11 @@
 ///   restarted node is reconnected by itself.
 /// - Every request is answered within `timeout` of its arrival (connecting
 ///   included): by the owner, or with `errc::node_unreachable` naming the
-///   owner's address. A node's own refusals (`not_replica`, ...) pass through.
+///   owner's address. A node's own refusals (`not_replica`, ...) pass through,
+///   but one: a `not_replica` refusal that names a newer list than the
+///   client's (the nodes' list changed, `cluster status`) makes the client
+///   route by that list from then on and send the request again (requests
+///   of replicated keys, within the same deadline).
 /// - A batch of secrets or of lookups spanning several owners is split, one
 ///   request per owner sent at once; the batch is answered once every part
 ///   is (a lookup in key order), or with the first error; parts other

@@ -3,8 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
@@ -142,6 +144,21 @@ caf::error make_error(errc x);
 
 /// An error with a context message; renders as "<describe(x)>: <context>".
 caf::error make_error(errc x, std::string context);
+
+/// The cluster list a `not_replica` refusal names: the one the refusing
+/// node serves under, so that a client with an older list adopts it.
+struct refusing_list {
+  uint64_t version = 0;
+  /// Its nodes, "host:port", in list order.
+  std::vector<std::string> nodes;
+};
+
+/// A `not_replica` refusal: renders as `make_error(errc::not_replica,
+/// sentence)` does, and carries `list` for `list_of_refusal`.
+caf::error make_not_replica(std::string sentence, refusing_list list);
+
+/// The list `err` names when it is a `not_replica` refusal that carries one.
+std::optional<refusing_list> list_of_refusal(const caf::error& err);
 
 /// Renders a coalesce error for `actor_system_config::add_error_category`.
 std::string render_errc(uint8_t code, caf::atom_value, const caf::message& ctx);

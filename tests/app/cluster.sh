@@ -425,6 +425,15 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
   rc=$?
   check "node 2 refuses it (exit 4, got $rc)" [ "$rc" = 4 ]
   check "naming the version of its list" grep -q "(cluster list version 2)" "$WORK/list.err"
+  # A client that knows node 2 alone sends it that chat: node 2 refuses it
+  # with its own list, which the client adopts and routes by, to node 0 or
+  # 1 (the listed node that never started is failed over).
+  "$CLI" "${CLI_TLS[@]}" --nodes="127.0.0.1:${PORTS[2]}" --timeout=9s \
+    secret put "$chat" s m "$(hex32 9)" 0 1700000009 2>"$WORK/adopt.err"
+  rc=$?
+  check "a put through a list of node 2 alone is answered (exit 0, got $rc)" [ "$rc" = 0 ]
+  check "and read back through the three-node list" \
+    [ "$(ccli secret get "$chat" s m 2>>"$WORK/adopt.err")" = "$(hex32 9) 1700000009" ]
   restart_member_listing 2 "$grown" || { CURRENT_OK=0; return; }
   check "restarted with the same list, node 2 keeps version 2" \
     grep -q '"cluster_version":2' <<<"$(tcli "${PORTS[2]}" stats)"

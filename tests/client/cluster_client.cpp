@@ -51,18 +51,38 @@ struct member {
   std::unique_ptr<local_services> services;
   node_actor gateway;
 
-  void start(const cluster_options& cluster) {
+  /// Its actor system and services, over its directory.
+  void start_services_here() {
     sys = std::make_unique<actor_system>(cfg);
     service_settings settings;
     settings.db_path = db_path;
     auto started = start_services(*sys, settings);
     CAF_REQUIRE(started);
     services = std::move(*started);
+  }
+
+  void start(const cluster_options& cluster) {
+    start_services_here();
     gateway = spawn_node_gateway(*sys, services->handles(),
                                  cluster.foreign_owner("127.0.0.1", port));
     auto published = sys->middleman().publish(gateway, port, "127.0.0.1",
                                               true);
     CAF_REQUIRE(published);
+  }
+
+  /// Started as a node serving under `list` (a member it does not name
+  /// refuses every key), with the peer counters that make its refusals
+  /// carry the list.
+  void start_under(const cluster_options& cluster, const cluster_map& list) {
+    start_services_here();
+    auto self = list.index_of({"127.0.0.1", port}).value_or(list.size());
+    std::vector<std::string> addresses;
+    for (const auto& node : list.nodes())
+      addresses.push_back(node.text());
+    gateway = spawn_node_gateway(
+      *sys, services->handles(), cluster.foreign_owner(list, self),
+      std::make_shared<peer_counters>(std::move(addresses), list.version()));
+    CAF_REQUIRE(sys->middleman().publish(gateway, port, "127.0.0.1", true));
   }
 
   void stop() {
@@ -204,6 +224,36 @@ CAF_TEST(a batch is split across owners and each node holds only its keys) {
   auto stats = ask<node_stats>(stats_atom::value);
   CAF_REQUIRE(stats);
   CAF_CHECK_EQUAL(stats->secret_buffer.entries_written, 120u);
+}
+
+CAF_TEST(a client with an older list adopts the one a refusal names) {
+  // The nodes serve under version 2, which drops member 2: it still runs
+  // and refuses every key, naming that list. The client routes by version
+  // 1, under which member 2 owns a third of the chats.
+  cluster_map moved{2, {map.nodes()[0], map.nodes()[1]}, {0, 1}};
+  for (auto& m : members)
+    m.stop();
+  for (auto& m : members)
+    m.start_under(cluster, moved);
+  std::vector<int> of_member_2;
+  for (int i = 0; of_member_2.size() < 4; ++i)
+    if (owner_of_chat(entry(i).chat) == 2)
+      of_member_2.push_back(i);
+  for (auto i : of_member_2) {
+    auto queued = ask<ok_atom>(queue_atom::value, entry(i));
+    CAF_CHECK(queued);
+    if (!queued)
+      CAF_MESSAGE(client_sys.render(queued.error()));
+  }
+  CAF_REQUIRE(ask<ok_atom>(flush_atom::value));
+  for (auto i : of_member_2) {
+    auto found = ask<secret_lookup>(lookup_atom::value, key(i));
+    CAF_REQUIRE(found);
+    CAF_CHECK(found->secret == entry(i).secret);
+  }
+  CAF_CHECK_EQUAL(members[2].entries_written(), 0u);
+  CAF_CHECK_EQUAL(members[0].entries_written() + members[1].entries_written(),
+                  of_member_2.size());
 }
 
 CAF_TEST(tickets of different nodes stay apart) {
