@@ -282,18 +282,20 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
                        signatures_in<room_listing_requests>{}),
     std::make_tuple([self](stats_atom) { return gather_stats(self); },
                     [self](shutdown_atom) { return begin_shutdown(self); },
-                    [self](digest_atom atom, uint64_t asker)
-                      -> caf::result<secret_digest> {
+                    [self](digest_atom atom, uint64_t list_version,
+                           uint64_t asker) -> caf::result<secret_digest> {
                       if (auto refusal = refuse_sync(self))
                         return std::move(*refusal);
-                      return self->delegate(self->state.replicas.secret_sync, atom, asker);
+                      return self->delegate(self->state.replicas.secret_sync,
+                                            atom, list_version, asker);
                     },
-                    [self](digest_atom atom, uint64_t asker,
-                           secret_buckets& buckets)
+                    [self](digest_atom atom, uint64_t list_version,
+                           uint64_t asker, secret_buckets& buckets)
                       -> caf::result<std::vector<secret_entry>> {
                       if (auto refusal = refuse_sync(self))
                         return std::move(*refusal);
-                      return self->delegate(self->state.replicas.secret_sync, atom, asker,
+                      return self->delegate(self->state.replicas.secret_sync,
+                                            atom, list_version, asker,
                                             std::move(buckets));
                     }));
   return std::apply(

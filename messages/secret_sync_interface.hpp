@@ -44,14 +44,18 @@ typename Inspector::result_type inspect(Inspector& f, secret_buckets& x) {
   return f(caf::meta::type_name("secret_buckets"), x.buckets);
 }
 
+/// Each request names the version of the cluster list the asker serves
+/// under, then the asker (its index in that list): a node serving under
+/// another version refuses it (`errc::not_replica`, with its own list),
+/// since the index would name another node in its list.
 using secret_sync_requests = caf::typed_actor<
-  /// The digests of the live secrets this node shares with node `asker`
-  /// (its index in the cluster list), after making everything queued here
-  /// durable, so that what the buffer holds counts.
-  caf::replies_to<digest_atom, uint64_t>::with<secret_digest>,
+  /// The digests of the live secrets this node shares with node `asker`,
+  /// after making everything queued here durable, so that what the buffer
+  /// holds counts.
+  caf::replies_to<digest_atom, uint64_t, uint64_t>::with<secret_digest>,
   /// The live rows this node shares with node `asker` in the buckets
   /// named, stamps included.
-  caf::replies_to<digest_atom, uint64_t, secret_buckets>::with<
+  caf::replies_to<digest_atom, uint64_t, uint64_t, secret_buckets>::with<
     std::vector<secret_entry>>>;
 
 } // namespace coalesce

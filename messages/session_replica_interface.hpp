@@ -168,9 +168,11 @@ using session_replica_endpoint_actor
 /// What a replica that catches up or repairs asks each peer
 /// (coalesce/node/session_sync.hpp).
 using session_listing_requests = caf::typed_actor<
-  /// Every session this node holds that node `asker` (its index in the
-  /// cluster list) is a replica of, with its version.
-  caf::replies_to<replica_atom, digest_atom, uint64_t>::with<
+  /// Every session this node holds that node `asker` is a replica of, with
+  /// its version. The first number is the version of the cluster list the
+  /// asker serves under, the second its index there: a node under another
+  /// version refuses (`errc::not_replica`, with its own list).
+  caf::replies_to<replica_atom, digest_atom, uint64_t, uint64_t>::with<
     std::vector<session_listing>>>;
 
 } // namespace coalesce

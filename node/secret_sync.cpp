@@ -137,14 +137,6 @@ rows_in(sync_pointer self, std::size_t peer,
 }
 
 /// The refusal of an exchange asked by a node that is no peer of this one.
-std::optional<caf::error> refuse_asker(sync_pointer self, uint64_t asker) {
-  const auto& settings = self->state.settings;
-  if (asker >= settings.map.size() || asker == settings.self)
-    return make_error(errc::invalid_request,
-                      "no peer of this node has index "
-                        + std::to_string(asker));
-  return std::nullopt;
-}
 
 using exchange_done = std::function<void(caf::expected<uint64_t>)>;
 
@@ -244,6 +236,7 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
                   fail](const node_actor& gateway) {
     self
       ->request(gateway, timeout, digest_atom::value,
+                self->state.settings.map.version(),
                 uint64_t{self->state.settings.self})
       .then(
         [self, peer, timeout, done, fail, gateway](secret_digest& theirs) {
@@ -268,6 +261,7 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
                 auto wanted = differing.buckets;
                 self
                   ->request(gateway, timeout, digest_atom::value,
+                            self->state.settings.map.version(),
                             uint64_t{self->state.settings.self},
                             std::move(differing))
                   .then(
@@ -341,8 +335,11 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
   if (st.settings.interval.count() > 0)
     self->delayed_send(self, st.settings.interval, repair_atom::value);
   return {
-    [self](digest_atom, uint64_t asker) -> caf::result<secret_digest> {
-      if (auto refusal = refuse_asker(self, asker))
+    [self](digest_atom, uint64_t asked_under,
+           uint64_t asker) -> caf::result<secret_digest> {
+      const auto& settings = self->state.settings;
+      if (auto refusal = refuse_asker(settings.map, settings.self, asked_under,
+                                      asker))
         return std::move(*refusal);
       auto promise = self->make_response_promise<secret_digest>();
       self
@@ -359,9 +356,12 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
           [promise](caf::error& err) mutable { promise.deliver(err); });
       return promise;
     },
-    [self](digest_atom, uint64_t asker, secret_buckets& buckets)
+    [self](digest_atom, uint64_t asked_under, uint64_t asker,
+           secret_buckets& buckets)
       -> caf::result<std::vector<secret_entry>> {
-      if (auto refusal = refuse_asker(self, asker))
+      const auto& settings = self->state.settings;
+      if (auto refusal = refuse_asker(settings.map, settings.self, asked_under,
+                                      asker))
         return std::move(*refusal);
       auto rows = rows_in(self, asker, buckets.buckets);
       if (!rows)

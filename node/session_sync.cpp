@@ -124,7 +124,8 @@ void exchange(sync_pointer self, std::size_t peer,
   auto gateway = st.peers[peer];
   self
     ->request(gateway, st.settings.timeout, replica_atom::value,
-              digest_atom::value, uint64_t{st.settings.self})
+              digest_atom::value, st.settings.map.version(),
+              uint64_t{st.settings.self})
     .then(
       [self, gateway, done](std::vector<session_listing>& theirs) {
         std::unordered_map<std::string, session_version> mine;
@@ -161,12 +162,12 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
                       exchange(self, peer, std::move(done));
                     });
   return {
-    [self](replica_atom, digest_atom, uint64_t asker)
+    [self](replica_atom, digest_atom, uint64_t asked_under, uint64_t asker)
       -> caf::result<std::vector<session_listing>> {
-      if (asker >= self->state.settings.map.size()
-          || asker == self->state.settings.self)
-        return make_error(errc::invalid_request,
-                          "no peer has index " + std::to_string(asker));
+      const auto& settings = self->state.settings;
+      if (auto refusal = refuse_asker(settings.map, settings.self, asked_under,
+                                      asker))
+        return std::move(*refusal);
       auto listing = listing_for(self, asker);
       if (!listing)
         return std::move(listing.error());

@@ -104,6 +104,26 @@ void sync_rounds::finish(std::size_t peer, caf::expected<uint64_t> repaired) {
   next_exchange();
 }
 
+std::optional<caf::error> refuse_asker(const cluster_map& map,
+                                       std::size_t self, uint64_t asked_under,
+                                       uint64_t asker) {
+  if (asked_under != map.version()) {
+    std::vector<std::string> nodes;
+    for (const auto& node : map.nodes())
+      nodes.push_back(node.text());
+    return make_not_replica("asked under cluster list version "
+                              + std::to_string(asked_under)
+                              + "; this node serves under "
+                              + map.text(),
+                            {map.version(), std::move(nodes)});
+  }
+  if (asker >= map.size() || asker == self)
+    return make_error(errc::invalid_request,
+                      "no peer of this node has index "
+                        + std::to_string(asker));
+  return std::nullopt;
+}
+
 std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self) {
   std::vector<std::size_t> result;
   for (std::size_t i = 0; i < nodes; ++i)

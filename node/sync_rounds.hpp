@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/client/cluster_map.hpp>
 
 /// Rounds of repair exchanges with a node's peers, one exchange at a time,
 /// and the catch-up from every peer they complete: what the repairs of
@@ -108,6 +110,15 @@ using caught_up_atom = caf::atom_constant<caf::atom("caughtup")>;
 
 /// Every node of the cluster list but `self`.
 std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self);
+
+/// The refusal of a peer's exchange that does not name a peer of this node
+/// (`self` of `map`): one asked under another version of the list than
+/// `map`'s (`errc::not_replica`, with this node's list: the asker's index
+/// may name another node here, and a listing for it would be that node's),
+/// or naming no other node of it (`errc::invalid_request`).
+std::optional<caf::error> refuse_asker(const cluster_map& map,
+                                       std::size_t self, uint64_t asked_under,
+                                       uint64_t asker);
 
 // The handlers both repair actors share. `Self` is the actor; its state
 // holds `peers` (the gateways by index), `rounds`, `retry_scheduled` and

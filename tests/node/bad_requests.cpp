@@ -720,14 +720,15 @@ std::vector<bad_request> node_rows() {
     // A node alone keeps no replicas: the repair's requests are refused.
     refused("digest: asked of a node that keeps no replicas", service::node,
             [](scoped_actor& self, const node_actor& node) {
-              return ask(self, node, digest_atom::value, uint64_t{1});
+              return ask(self, node, digest_atom::value, uint64_t{1},
+                         uint64_t{1});
             },
             errc::invalid_request, "keeps no replicas of secrets"),
     refused("digest rows: asked of a node that keeps no replicas",
             service::node,
             [](scoped_actor& self, const node_actor& node) {
               return ask(self, node, digest_atom::value, uint64_t{1},
-                         secret_buckets{{0, 1, 4294967295u}});
+                         uint64_t{1}, secret_buckets{{0, 1, 4294967295u}});
             },
             errc::invalid_request, "keeps no replicas of secrets"),
     // Nor of sessions: a coordinator's requests are refused.

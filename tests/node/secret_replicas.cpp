@@ -552,11 +552,41 @@ CAF_TEST(a repair refuses an exchange asked in the name of no peer) {
   add_repair(0, false);
   scoped_actor self{sys};
   for (uint64_t asker : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 40})
-    self->request(replicas[0].gateway, 10s, digest_atom::value, asker)
+    self
+      ->request(replicas[0].gateway, 10s, digest_atom::value, map.version(),
+                asker)
       .receive([](secret_digest&) { CAF_FAIL("answered a digest"); },
                [&](error& err) {
                  CAF_CHECK_EQUAL(code_of(err), code(errc::invalid_request));
                });
+}
+
+CAF_TEST(a repair refuses an exchange asked under another list) {
+  // Index 1 names another node in another version of the list: a digest
+  // for it would be that node's.
+  add_repair(0, false);
+  scoped_actor self{sys};
+  for (uint64_t version : {map.version() - 1, map.version() + 1}) {
+    self
+      ->request(replicas[0].gateway, 10s, digest_atom::value, version,
+                uint64_t{1})
+      .receive([](secret_digest&) { CAF_FAIL("answered a digest"); },
+               [&](error& err) {
+                 CAF_CHECK_EQUAL(code_of(err), code(errc::not_replica));
+                 auto list = list_of_refusal(err);
+                 CAF_REQUIRE(list);
+                 CAF_CHECK_EQUAL(list->version, map.version());
+                 CAF_CHECK_EQUAL(list->nodes.size(), 3u);
+               });
+    self
+      ->request(replicas[0].gateway, 10s, digest_atom::value, version,
+                uint64_t{1}, secret_buckets{{0}})
+      .receive(
+        [](std::vector<secret_entry>&) { CAF_FAIL("answered the rows"); },
+        [&](error& err) {
+          CAF_CHECK_EQUAL(code_of(err), code(errc::not_replica));
+        });
+  }
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

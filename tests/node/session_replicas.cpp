@@ -541,6 +541,21 @@ CAF_TEST(the ballots of a coordinator carry its id) {
   CAF_CHECK_EQUAL(version.promised % 1024, 13u);
 }
 
+CAF_TEST(a repair refuses a listing asked under another list) {
+  // Index 1 names another node in another version of the list.
+  auto other = ask<std::vector<session_listing>>(
+    replicas[0].gateway, replica_atom::value, digest_atom::value,
+    map.version() + 1, uint64_t{1});
+  CAF_REQUIRE(!other);
+  CAF_CHECK_EQUAL(code_of(other.error()), code(errc::not_replica));
+  auto list = list_of_refusal(other.error());
+  CAF_REQUIRE(list);
+  CAF_CHECK_EQUAL(list->version, map.version());
+  CAF_CHECK(ask<std::vector<session_listing>>(
+    replicas[0].gateway, replica_atom::value, digest_atom::value,
+    map.version(), uint64_t{1}));
+}
+
 CAF_TEST(a delete leaves a tombstone on every replica) {
   std::array<actor, 3> gates{actor{}, gate(1), gate(2)};
   auto persister = node(0, {node_actor{}, actor_cast<node_actor>(gates[1]),
