@@ -370,8 +370,9 @@ void use_list(cluster_client_state& st, cluster_map nodes) {
   st.map = std::move(nodes);
   st.link_of.clear();
   for (const auto& node : st.map.nodes()) {
-    auto known = std::find_if(st.links.begin(), st.links.end(),
-                              [&](const node_link& x) { return x.where == node; });
+    auto known = std::find_if(
+      st.links.begin(), st.links.end(),
+      [&](const node_link& x) { return x.where == node; });
     if (known == st.links.end()) {
       st.links.emplace_back();
       st.links.back().where = node;
@@ -397,7 +398,8 @@ bool adopt_newer_list(client_pointer self, const caf::error& err) {
   std::vector<uint32_t> ids(nodes.size());
   for (std::size_t i = 0; i < ids.size(); ++i)
     ids[i] = static_cast<uint32_t>(i);
-  use_list(self->state, cluster_map{named->version, nodes.nodes(), std::move(ids)});
+  use_list(self->state,
+           cluster_map{named->version, nodes.nodes(), std::move(ids)});
   return true;
 }
 
@@ -468,8 +470,10 @@ void attempt_batch(client_pointer self, Atom atom,
   if constexpr (is_vector<Output>::value)
     state->total.resize(items->size());
   state->outstanding = positions.size();
-  auto replicated = !rule.keys.empty() && ::coalesce::replicated(self, rule.keys.front());
-  auto this_attempt = replicated ? attempt_deadline(self, deadline) : deadline;
+  auto keys_replicated = !rule.keys.empty()
+                         && replicated(self, rule.keys.front());
+  auto this_attempt = keys_replicated ? attempt_deadline(self, deadline)
+                                      : deadline;
   for (auto& [node, where] : positions) {
     std::vector<T> part;
     part.reserve(where.size());
@@ -494,13 +498,13 @@ void attempt_batch(client_pointer self, Atom atom,
         }
       },
       [self, atom, items, state, promise, deadline, index,
-       replicated](const caf::error& err) mutable {
+       keys_replicated](const caf::error& err) mutable {
         if (state->ended)
           return;
         state->ended = true;
         if (clock::now() < deadline
             && (adopt_newer_list(self, err)
-                || (replicated && worth_failing_over(err)
+                || (keys_replicated && worth_failing_over(err)
                     && avoid(self, index))))
           attempt_batch<Output>(self, atom, items, promise, deadline);
         else

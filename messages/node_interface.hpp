@@ -105,6 +105,9 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// every change (0 for a node alone). Nodes that show different versions
   /// serve under different lists.
   uint64_t cluster_version = 0;
+  /// Peers whose last answer to this node's ping named another version of
+  /// the list (each is logged): 0 once every reachable node agrees.
+  uint64_t peers_on_other_lists = 0;
   /// Per node: 1 while this node counts it down (as in `peers_down`).
   std::vector<uint64_t> peer_down;
   /// Per node: `replica_requests` and `replica_failures` sent to it (copies,
@@ -127,6 +130,7 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("keys_repaired", x.keys_repaired),
            field("cluster", x.cluster),
            field("cluster_version", x.cluster_version),
+           field("peers_on_other_lists", x.peers_on_other_lists),
            named_indices_field("peer_down", x.peer_down, "peer", x.cluster),
            named_indices_field("replica_requests_by_peer",
                                x.replica_requests_by_peer, "peer", x.cluster),
@@ -156,7 +160,8 @@ typename Inspector::result_type inspect(Inspector& f, node_stats& x) {
 struct node_own_stats {
   using gauges = members<&node_stats::uptime_s, &node_stats::peers_down,
                          &node_stats::catching_up, &node_stats::peer_down,
-                         &node_stats::cluster_version>;
+                         &node_stats::cluster_version,
+                         &node_stats::peers_on_other_lists>;
   using counters
     = members<&node_stats::refused_requests, &node_stats::peer_losses,
               &node_stats::replica_requests, &node_stats::replica_failures,

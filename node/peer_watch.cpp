@@ -24,6 +24,9 @@ struct peer {
   node_actor gateway;
   bool up = false;
   bool dialing = false;
+  /// The version of the cluster list its last answer to a ping named (0:
+  /// none yet).
+  uint64_t list_version = 0;
   /// The last reason it could not be reached, logged once per reason.
   std::string last_problem;
 };
@@ -34,6 +37,8 @@ struct peer_watch_state {
   peer_watch_settings settings;
   std::shared_ptr<peer_counters> counters;
   std::vector<caf::actor> subscribers;
+  /// The list this node serves under.
+  cluster_map list;
 };
 
 using watch_pointer = caf::stateful_actor<peer_watch_state>*;
@@ -98,6 +103,37 @@ void dial(watch_pointer self, std::size_t index) {
                });
 }
 
+/// Notes the list a peer's answer to a ping names: logged and counted
+/// when it differs from this node's, and again when it agrees once more.
+void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
+  auto& st = self->state;
+  auto& p = st.peers[index];
+  if (stats.cluster_version == p.list_version)
+    return;
+  auto own = st.list.version();
+  auto differed = p.list_version != 0 && p.list_version != own;
+  p.list_version = stats.cluster_version;
+  auto differs = p.list_version != own;
+  if (differs && !differed) {
+    ++st.counters->peers_on_other_lists;
+  } else if (!differs && differed) {
+    --st.counters->peers_on_other_lists;
+    spdlog::info("peer {} serves under this node's cluster list again "
+                 "(version {})",
+                 p.where.text(), own);
+    return;
+  }
+  if (differs) {
+    std::string nodes;
+    for (const auto& node : stats.cluster)
+      nodes += (nodes.empty() ? "" : ", ") + node;
+    spdlog::warn("peer {} serves under cluster list version {}: {}; this "
+                 "node under {}: nodes of different lists route keys "
+                 "differently (coalesce-cli cluster status)",
+                 p.where.text(), p.list_version, nodes, st.list.text());
+  }
+}
+
 void ping(watch_pointer self) {
   for (std::size_t index = 0; index < self->state.peers.size(); ++index) {
     auto& p = self->state.peers[index];
@@ -107,9 +143,11 @@ void ping(watch_pointer self) {
     auto gateway = p.gateway;
     self->request(gateway, timeout, stats_atom::value)
       .then(
-        [self, index, gateway](const node_stats&) {
-          if (self->state.peers[index].gateway == gateway)
-            mark_up(self, index);
+        [self, index, gateway](const node_stats& stats) {
+          if (self->state.peers[index].gateway != gateway)
+            return;
+          mark_up(self, index);
+          note_list(self, index, stats);
         },
         [self, index, gateway, timeout](caf::error& err) {
           if (self->state.peers[index].gateway != gateway)
@@ -133,6 +171,7 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
   st.settings = settings;
   st.counters = std::move(counters);
   st.subscribers = std::move(subscribers);
+  st.list = map;
   for (std::size_t index = 0; index < map.size(); ++index)
     if (index != own) {
       st.peers.emplace_back();

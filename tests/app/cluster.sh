@@ -407,6 +407,10 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
   restart_member_listing 2 "$grown" || { CURRENT_OK=0; return; }
   check "node 2 logs the change of its list" \
     grep -q "cluster list changed from version 1: .* to version 2: .*127.0.0.1:${PORTS[6]}" "$log2"
+  check "node 0 sees node 2 under another list within 10 s" \
+    wait_log_count "$WORK/list-n0.log" "peer 127.0.0.1:${PORTS[2]} serves under cluster list version 2: " 1 10
+  check "and counts it" \
+    grep -q '"peers_on_other_lists":1' <<<"$(tcli "${PORTS[0]}" stats)"
   out=$(ccli cluster status)
   rc=$?
   check "cluster status exits 4 while the nodes disagree (got $rc)" [ "$rc" = 4 ]
