@@ -122,6 +122,14 @@ public:
   /// "version N: host:port, host:port" (for logs and refusals).
   std::string text() const;
 
+  /// A stable hash of `text()`: the version, the nodes and their order
+  /// (an index names a node only within one order). Nodes that settled
+  /// their lists apart can show one version for different lists; two lists
+  /// of one fingerprint are the same.
+  uint64_t fingerprint() const {
+    return stable_hash(text());
+  }
+
 private:
   uint64_t version_ = 0;
   std::vector<node_endpoint> nodes_;

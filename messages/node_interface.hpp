@@ -102,11 +102,14 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// by, this node's own entry staying 0.
   std::vector<std::string> cluster;
   /// That list's version: 1 for the first list a node stored, one more with
-  /// every change (0 for a node alone). Nodes that show different versions
-  /// serve under different lists.
+  /// every change (0 for a node alone). Nodes serve under one list when
+  /// they show the same version and nodes (a node that joined later can
+  /// show another version for the same list, or the same version for
+  /// another list: each counts its versions itself).
   uint64_t cluster_version = 0;
-  /// Peers whose last answer to this node's ping named another version of
-  /// the list (each is logged): 0 once every reachable node agrees.
+  /// Peers whose last answer to this node's ping named another list (its
+  /// version or its nodes; each is logged): 0 once every reachable node
+  /// agrees.
   uint64_t peers_on_other_lists = 0;
   /// Per node: 1 while this node counts it down (as in `peers_down`).
   std::vector<uint64_t> peer_down;

@@ -44,10 +44,11 @@ typename Inspector::result_type inspect(Inspector& f, secret_buckets& x) {
   return f(caf::meta::type_name("secret_buckets"), x.buckets);
 }
 
-/// Each request names the version of the cluster list the asker serves
-/// under, then the asker (its index in that list): a node serving under
-/// another version refuses it (`errc::not_replica`, with its own list),
-/// since the index would name another node in its list.
+/// Each request names the fingerprint of the cluster list the asker serves
+/// under (its version, nodes and order, `cluster_map::fingerprint`), then
+/// the asker (its index in that list): a node serving under another list
+/// refuses it (`errc::not_replica`, with its own list), since the index
+/// may name another node in its list.
 using secret_sync_requests = caf::typed_actor<
   /// The digests of the live secrets this node shares with node `asker`,
   /// after making everything queued here durable, so that what the buffer

@@ -169,9 +169,10 @@ using session_replica_endpoint_actor
 /// (coalesce/node/session_sync.hpp).
 using session_listing_requests = caf::typed_actor<
   /// Every session this node holds that node `asker` is a replica of, with
-  /// its version. The first number is the version of the cluster list the
-  /// asker serves under, the second its index there: a node under another
-  /// version refuses (`errc::not_replica`, with its own list).
+  /// its version. The first number is the fingerprint of the cluster list
+  /// the asker serves under (`cluster_map::fingerprint`), the second its
+  /// index there: a node under another list refuses (`errc::not_replica`,
+  /// with its own list).
   caf::replies_to<replica_atom, digest_atom, uint64_t, uint64_t>::with<
     std::vector<session_listing>>>;
 

@@ -183,9 +183,10 @@ using timeline_replica_requests = caf::typed_actor<
 /// (coalesce/node/timeline_sync.hpp).
 using room_listing_requests = caf::typed_actor<
   /// Every room this node holds that node `asker` is a replica of, with
-  /// its version. The first number is the version of the cluster list the
-  /// asker serves under, the second its index there: a node under another
-  /// version refuses (`errc::not_replica`, with its own list).
+  /// its version. The first number is the fingerprint of the cluster list
+  /// the asker serves under (`cluster_map::fingerprint`), the second its
+  /// index there: a node under another list refuses (`errc::not_replica`,
+  /// with its own list).
   caf::replies_to<replica_atom, room_atom, digest_atom, uint64_t,
                   uint64_t>::with<std::vector<room_listing>>>;
 

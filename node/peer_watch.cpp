@@ -24,9 +24,10 @@ struct peer {
   node_actor gateway;
   bool up = false;
   bool dialing = false;
-  /// The version of the cluster list its last answer to a ping named (0:
-  /// none yet).
+  /// The cluster list its last answer to a ping named: version (0: none
+  /// yet) and nodes.
   uint64_t list_version = 0;
+  std::vector<std::string> list;
   /// The last reason it could not be reached, logged once per reason.
   std::string last_problem;
 };
@@ -37,8 +38,10 @@ struct peer_watch_state {
   peer_watch_settings settings;
   std::shared_ptr<peer_counters> counters;
   std::vector<caf::actor> subscribers;
-  /// The list this node serves under.
+  /// The list this node serves under, and its nodes as a peer's stats
+  /// name them.
   cluster_map list;
+  std::vector<std::string> list_nodes;
 };
 
 using watch_pointer = caf::stateful_actor<peer_watch_state>*;
@@ -108,12 +111,18 @@ void dial(watch_pointer self, std::size_t index) {
 void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
   auto& st = self->state;
   auto& p = st.peers[index];
-  if (stats.cluster_version == p.list_version)
+  if (stats.cluster_version == p.list_version && stats.cluster == p.list)
     return;
   auto own = st.list.version();
-  auto differed = p.list_version != 0 && p.list_version != own;
+  // One version can name different lists on nodes that settled theirs
+  // apart (coalesce/node/cluster_list.hpp): both are compared.
+  auto other_than_own = [&] {
+    return p.list_version != own || p.list != st.list_nodes;
+  };
+  auto differed = p.list_version != 0 && other_than_own();
   p.list_version = stats.cluster_version;
-  auto differs = p.list_version != own;
+  p.list = stats.cluster;
+  auto differs = other_than_own();
   if (differs && !differed) {
     ++st.counters->peers_on_other_lists;
   } else if (!differs && differed) {
@@ -125,7 +134,7 @@ void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
   }
   if (differs) {
     std::string nodes;
-    for (const auto& node : stats.cluster)
+    for (const auto& node : p.list)
       nodes += (nodes.empty() ? "" : ", ") + node;
     spdlog::warn("peer {} serves under cluster list version {}: {}; this "
                  "node under {}: nodes of different lists route keys "
@@ -172,6 +181,8 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
   st.counters = std::move(counters);
   st.subscribers = std::move(subscribers);
   st.list = map;
+  for (const auto& node : map.nodes())
+    st.list_nodes.push_back(node.text());
   for (std::size_t index = 0; index < map.size(); ++index)
     if (index != own) {
       st.peers.emplace_back();

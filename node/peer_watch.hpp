@@ -25,9 +25,10 @@
 ///   it, so a peer that does not answer within `peer_timeout` is down until
 ///   it answers again.
 /// - Every peer counts as down until first reached.
-/// - Each answer to a ping names the version of the list the peer serves
-///   under: a peer under another version than this node's is logged once
-///   per version and counted (`peers_on_other_lists`) until it agrees again.
+/// - Each answer to a ping names the list the peer serves under: a peer
+///   under another list than this node's (another version, or other nodes
+///   under one version) is logged once per list and counted
+///   (`peers_on_other_lists`) until it agrees again.
 /// - Each of `subscribers` (the secrets' coordinator, secret_replicas.hpp,
 ///   and their repair, secret_sync.hpp) is told each change: `peer_up_atom, INDEX, gateway` and `peer_down_atom,
 ///   INDEX`, by the peer's index in the cluster list.

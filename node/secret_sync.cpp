@@ -236,7 +236,7 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
                   fail](const node_actor& gateway) {
     self
       ->request(gateway, timeout, digest_atom::value,
-                self->state.settings.map.version(),
+                self->state.settings.map.fingerprint(),
                 uint64_t{self->state.settings.self})
       .then(
         [self, peer, timeout, done, fail, gateway](secret_digest& theirs) {
@@ -261,7 +261,7 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
                 auto wanted = differing.buckets;
                 self
                   ->request(gateway, timeout, digest_atom::value,
-                            self->state.settings.map.version(),
+                            self->state.settings.map.fingerprint(),
                             uint64_t{self->state.settings.self},
                             std::move(differing))
                   .then(

@@ -107,13 +107,12 @@ void sync_rounds::finish(std::size_t peer, caf::expected<uint64_t> repaired) {
 std::optional<caf::error> refuse_asker(const cluster_map& map,
                                        std::size_t self, uint64_t asked_under,
                                        uint64_t asker) {
-  if (asked_under != map.version()) {
+  if (asked_under != map.fingerprint()) {
     std::vector<std::string> nodes;
     for (const auto& node : map.nodes())
       nodes.push_back(node.text());
-    return make_not_replica("asked under cluster list version "
-                              + std::to_string(asked_under)
-                              + "; this node serves under "
+    return make_not_replica("asked under another cluster list than this "
+                            "node's, "
                               + map.text(),
                             {map.version(), std::move(nodes)});
   }

@@ -112,10 +112,10 @@ using caught_up_atom = caf::atom_constant<caf::atom("caughtup")>;
 std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self);
 
 /// The refusal of a peer's exchange that does not name a peer of this node
-/// (`self` of `map`): one asked under another version of the list than
-/// `map`'s (`errc::not_replica`, with this node's list: the asker's index
-/// may name another node here, and a listing for it would be that node's),
-/// or naming no other node of it (`errc::invalid_request`).
+/// (`self` of `map`): one asked under another list than `map` (another
+/// fingerprint: `errc::not_replica`, with this node's list; the asker's
+/// index may name another node here, and a listing for it would be that
+/// node's), or naming no other node of it (`errc::invalid_request`).
 std::optional<caf::error> refuse_asker(const cluster_map& map,
                                        std::size_t self, uint64_t asked_under,
                                        uint64_t asker);

@@ -134,7 +134,8 @@ void exchange(sync_pointer self, std::size_t peer,
   auto gateway = st.peers[peer];
   self
     ->request(gateway, st.settings.timeout, replica_atom::value,
-              room_atom::value, digest_atom::value, st.settings.map.version(),
+              room_atom::value, digest_atom::value,
+              st.settings.map.fingerprint(),
               uint64_t{st.settings.self})
     .then(
       [self, gateway, done](std::vector<room_listing>& theirs) {

@@ -553,8 +553,8 @@ CAF_TEST(a repair refuses an exchange asked in the name of no peer) {
   scoped_actor self{sys};
   for (uint64_t asker : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 40})
     self
-      ->request(replicas[0].gateway, 10s, digest_atom::value, map.version(),
-                asker)
+      ->request(replicas[0].gateway, 10s, digest_atom::value,
+                map.fingerprint(), asker)
       .receive([](secret_digest&) { CAF_FAIL("answered a digest"); },
                [&](error& err) {
                  CAF_CHECK_EQUAL(code_of(err), code(errc::invalid_request));
@@ -562,13 +562,19 @@ CAF_TEST(a repair refuses an exchange asked in the name of no peer) {
 }
 
 CAF_TEST(a repair refuses an exchange asked under another list) {
-  // Index 1 names another node in another version of the list: a digest
-  // for it would be that node's.
+  // Index 1 names another node in another list: a digest for it would be
+  // that node's. The next version, and the same version in another order
+  // (nodes that settled their lists apart).
   add_repair(0, false);
+  auto reversed = map.nodes();
+  std::reverse(reversed.begin(), reversed.end());
   scoped_actor self{sys};
-  for (uint64_t version : {map.version() - 1, map.version() + 1}) {
+  for (auto other : {cluster_map{map.version() + 1, map.nodes(), map.ids()},
+                     cluster_map{map.version(), reversed, map.ids()}}) {
+    auto fingerprint = other.fingerprint();
+    CAF_REQUIRE_NOT_EQUAL(fingerprint, map.fingerprint());
     self
-      ->request(replicas[0].gateway, 10s, digest_atom::value, version,
+      ->request(replicas[0].gateway, 10s, digest_atom::value, fingerprint,
                 uint64_t{1})
       .receive([](secret_digest&) { CAF_FAIL("answered a digest"); },
                [&](error& err) {
@@ -579,7 +585,7 @@ CAF_TEST(a repair refuses an exchange asked under another list) {
                  CAF_CHECK_EQUAL(list->nodes.size(), 3u);
                });
     self
-      ->request(replicas[0].gateway, 10s, digest_atom::value, version,
+      ->request(replicas[0].gateway, 10s, digest_atom::value, fingerprint,
                 uint64_t{1}, secret_buckets{{0}})
       .receive(
         [](std::vector<secret_entry>&) { CAF_FAIL("answered the rows"); },

@@ -322,7 +322,9 @@ CAF_TEST(a_repair_refuses_a_listing_asked_under_another_list) {
   // Index 1 names another node in another version of the list.
   auto other = ask<std::vector<room_listing>>(
     replicas[0].gateway, replica_atom::value, room_atom::value,
-    digest_atom::value, map.version() + 1, uint64_t{1});
+    digest_atom::value,
+    cluster_map{map.version() + 1, map.nodes(), map.ids()}.fingerprint(),
+    uint64_t{1});
   CAF_REQUIRE(!other);
   CAF_CHECK_EQUAL(code_of(other.error()), code(errc::not_replica));
   auto list = list_of_refusal(other.error());
@@ -330,7 +332,7 @@ CAF_TEST(a_repair_refuses_a_listing_asked_under_another_list) {
   CAF_CHECK_EQUAL(list->version, map.version());
   CAF_CHECK(ask<std::vector<room_listing>>(
     replicas[0].gateway, replica_atom::value, room_atom::value,
-    digest_atom::value, map.version(), uint64_t{1}));
+    digest_atom::value, map.fingerprint(), uint64_t{1}));
 }
 
 CAF_TEST(a_replica_that_does_not_answer_holds_up_no_append) {
