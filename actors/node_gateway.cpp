@@ -181,6 +181,7 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
     stats.catching_up = st.peers->catching_up.load();
     stats.sync_rounds = st.peers->sync_rounds.load();
     stats.keys_repaired = st.peers->keys_repaired.load();
+    stats.keys_handed_off = st.peers->keys_handed_off.load();
     stats.cluster = st.peers->cluster;
     stats.cluster_version = st.peers->cluster_version;
     stats.peers_on_other_lists = st.peers->peers_on_other_lists.load();
@@ -297,6 +298,15 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
                         return std::move(*refusal);
                       return self->delegate(self->state.replicas.secret_sync,
                                             atom, list_version, asker,
+                                            std::move(buckets));
+                    },
+                    [self](handoff_atom atom, handoff_asker& asker,
+                           secret_buckets& buckets)
+                      -> caf::result<std::vector<secret_entry>> {
+                      if (auto refusal = refuse_sync(self))
+                        return std::move(*refusal);
+                      return self->delegate(self->state.replicas.secret_sync,
+                                            atom, std::move(asker),
                                             std::move(buckets));
                     }));
   return std::apply(

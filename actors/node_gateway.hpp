@@ -124,6 +124,7 @@ struct peer_counters {
   std::atomic<uint64_t> catching_up{0};
   std::atomic<uint64_t> sync_rounds{0};
   std::atomic<uint64_t> keys_repaired{0};
+  std::atomic<uint64_t> keys_handed_off{0};
 };
 
 /// The actors a clustered node serves its peers' replica requests

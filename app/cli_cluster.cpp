@@ -3,6 +3,7 @@
 // (asks no node); `cluster status`, which list each node serves under.
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,18 +57,17 @@ std::string joined(const std::vector<std::string>& xs) {
 }
 
 /// One line a node of --nodes: the version and nodes of the list it serves
-/// under, or why it did not answer; then whether they all agree. Exit 0
-/// when every node answered under one list, else the first failure's code,
-/// or 4 when they answered under different lists.
+/// under, or why it did not answer; then whether they all agree (list the
+/// same nodes in the same order: each node counts its versions itself).
+/// Exit 0 when every node answered under one list, else the first
+/// failure's code, or 4 when they answered under different lists.
 int cluster_status(session& s) {
   cluster_map nodes;
   if (s.address.nodes.empty())
     return usage("cluster status needs --nodes");
   if (auto problem = cluster_map::parse_list(s.address.nodes, "--nodes", nodes))
     return usage(*problem);
-  std::map<std::pair<uint64_t, std::vector<std::string>>,
-           std::vector<std::string>>
-    lists;
+  std::map<std::vector<std::string>, std::set<uint64_t>> lists;
   int code = exit_ok;
   for (const auto& node : nodes.nodes()) {
     node_stats stats;
@@ -79,16 +79,23 @@ int cluster_status(session& s) {
     }
     std::cout << node.text() << ": version " << stats.cluster_version << ": "
               << joined(stats.cluster) << '\n';
-    lists[{stats.cluster_version, stats.cluster}].push_back(node.text());
+    lists[stats.cluster].insert(stats.cluster_version);
   }
   if (lists.size() > 1) {
     std::cout << "the nodes serve under " << lists.size()
               << " different lists\n";
     return code == exit_ok ? exit_node_error : code;
   }
-  if (lists.size() == 1 && code == exit_ok)
-    std::cout << "every node serves under version "
-              << lists.begin()->first.first << '\n';
+  if (lists.size() == 1 && code == exit_ok) {
+    const auto& versions = lists.begin()->second;
+    if (versions.size() == 1)
+      std::cout << "every node serves under version " << *versions.begin()
+                << '\n';
+    else
+      std::cout << "every node serves under the same list (versions "
+                << *versions.begin() << " to " << *versions.rbegin()
+                << ": each node counts its own)\n";
+  }
   return code;
 }
 

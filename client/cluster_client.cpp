@@ -704,12 +704,22 @@ caf::result<Output> route(output<Output>, client_pointer, digest_atom,
                     "through a cluster client");
 }
 
+/// Nor do they hand keys off through one.
+template <class Output, class... Args>
+caf::result<Output> route(output<Output>, client_pointer, handoff_atom,
+                          Args&...) {
+  return make_error(errc::not_permitted,
+                    "replicas hand keys off node to node, not through a "
+                    "cluster client");
+}
+
 template <class Verb>
 constexpr bool is_replica_verb
   = std::is_same_v<Verb, prepare_atom> || std::is_same_v<Verb, claim_atom>
     || std::is_same_v<Verb, write_atom> || std::is_same_v<Verb, install_atom>
     || std::is_same_v<Verb, image_atom> || std::is_same_v<Verb, version_atom>
-    || std::is_same_v<Verb, digest_atom> || std::is_same_v<Verb, room_atom>;
+    || std::is_same_v<Verb, digest_atom> || std::is_same_v<Verb, room_atom>
+    || std::is_same_v<Verb, handoff_atom>;
 
 /// Replicas of sessions and of rooms talk node to node, never through a
 /// client.

@@ -92,6 +92,13 @@ std::string cluster_map::text() const {
   return result;
 }
 
+uint64_t cluster_map::fingerprint() const {
+  std::string nodes;
+  for (const auto& node : nodes_)
+    nodes += node.text() + ",";
+  return stable_hash(nodes);
+}
+
 std::optional<std::string>
 cluster_map::parse(const std::vector<std::string>& entries,
                    const std::string& name, cluster_map& out) {

@@ -122,13 +122,12 @@ public:
   /// "version N: host:port, host:port" (for logs and refusals).
   std::string text() const;
 
-  /// A stable hash of `text()`: the version, the nodes and their order
-  /// (an index names a node only within one order). Nodes that settled
-  /// their lists apart can show one version for different lists; two lists
-  /// of one fingerprint are the same.
-  uint64_t fingerprint() const {
-    return stable_hash(text());
-  }
+  /// A stable hash of the nodes in their order, not the version: what
+  /// decides where keys live (the nodes) and what an index names (their
+  /// order). Nodes count their versions apart (a node that joined later
+  /// starts at 1), so two lists of one fingerprint route alike whatever
+  /// their versions, and one version can name different lists.
+  uint64_t fingerprint() const;
 
 private:
   uint64_t version_ = 0;

@@ -97,6 +97,10 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// found different and repaired (here or there).
   uint64_t sync_rounds = 0;
   uint64_t keys_repaired = 0;
+  /// Keys this node handed off: sent to a peer under another cluster list
+  /// that is one of their replicas there (a node that joined, or gained
+  /// them when another left; each pull of a key counts it).
+  uint64_t keys_handed_off = 0;
   /// The nodes of the cluster list this node serves under, in its order
   /// (empty for a node alone): what the fields per peer below are indexed
   /// by, this node's own entry staying 0.
@@ -131,6 +135,7 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("catching_up", x.catching_up),
            field("sync_rounds", x.sync_rounds),
            field("keys_repaired", x.keys_repaired),
+           field("keys_handed_off", x.keys_handed_off),
            field("cluster", x.cluster),
            field("cluster_version", x.cluster_version),
            field("peers_on_other_lists", x.peers_on_other_lists),
@@ -169,6 +174,7 @@ struct node_own_stats {
     = members<&node_stats::refused_requests, &node_stats::peer_losses,
               &node_stats::replica_requests, &node_stats::replica_failures,
               &node_stats::sync_rounds, &node_stats::keys_repaired,
+              &node_stats::keys_handed_off,
               &node_stats::replica_requests_by_peer,
               &node_stats::replica_failures_by_peer>;
 };
@@ -252,6 +258,7 @@ void for_each_message_type(F&& f) {
   f(message_type<room_suffix>{"coalesce.room_suffix"});
   f(message_type<room_answer>{"coalesce.room_answer"});
   f(message_type<room_listing>{"coalesce.room_listing"});
+  f(message_type<handoff_asker>{"coalesce.handoff_asker"});
 }
 
 } // namespace coalesce

@@ -8,6 +8,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <coalesce/messages/atoms.hpp>
+#include <coalesce/messages/replica_protocol.hpp>
 #include <coalesce/messages/secret_entry.hpp>
 
 /// What two replicas of a cluster's secrets exchange to find where they
@@ -44,11 +45,12 @@ typename Inspector::result_type inspect(Inspector& f, secret_buckets& x) {
   return f(caf::meta::type_name("secret_buckets"), x.buckets);
 }
 
-/// Each request names the fingerprint of the cluster list the asker serves
-/// under (its version, nodes and order, `cluster_map::fingerprint`), then
-/// the asker (its index in that list): a node serving under another list
-/// refuses it (`errc::not_replica`, with its own list), since the index
-/// may name another node in its list.
+/// Each comparison names the fingerprint of the cluster list the asker
+/// serves under (its nodes and their order, `cluster_map::fingerprint`),
+/// then the asker (its index in that list): a node serving under another
+/// list refuses it (`errc::not_replica`, with its own list), since the
+/// index may name another node in its list. The asker then pulls by
+/// handoff, naming its whole list.
 using secret_sync_requests = caf::typed_actor<
   /// The digests of the live secrets this node shares with node `asker`,
   /// after making everything queued here durable, so that what the buffer
@@ -57,6 +59,11 @@ using secret_sync_requests = caf::typed_actor<
   /// The live rows this node shares with node `asker` in the buckets
   /// named, stamps included.
   caf::replies_to<digest_atom, uint64_t, uint64_t, secret_buckets>::with<
+    std::vector<secret_entry>>,
+  /// The live rows this node holds, in the buckets named, of the chats the
+  /// asker is a replica of under its list, after making everything queued
+  /// here durable.
+  caf::replies_to<handoff_atom, handoff_asker, secret_buckets>::with<
     std::vector<secret_entry>>>;
 
 } // namespace coalesce

@@ -174,6 +174,10 @@ using session_listing_requests = caf::typed_actor<
   /// index there: a node under another list refuses (`errc::not_replica`,
   /// with its own list).
   caf::replies_to<replica_atom, digest_atom, uint64_t, uint64_t>::with<
+    std::vector<session_listing>>,
+  /// The same under the asker's list, whole (a handoff: the asker serves
+  /// under another list than this node's).
+  caf::replies_to<replica_atom, handoff_atom, handoff_asker>::with<
     std::vector<session_listing>>>;
 
 } // namespace coalesce

@@ -188,6 +188,10 @@ using room_listing_requests = caf::typed_actor<
   /// index there: a node under another list refuses (`errc::not_replica`,
   /// with its own list).
   caf::replies_to<replica_atom, room_atom, digest_atom, uint64_t,
-                  uint64_t>::with<std::vector<room_listing>>>;
+                  uint64_t>::with<std::vector<room_listing>>,
+  /// The same under the asker's list, whole (a handoff: the asker serves
+  /// under another list than this node's).
+  caf::replies_to<replica_atom, room_atom, handoff_atom,
+                  handoff_asker>::with<std::vector<room_listing>>>;
 
 } // namespace coalesce

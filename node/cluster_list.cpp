@@ -113,6 +113,9 @@ settle_cluster_list(const cluster_map& configured, const std::string& stored) {
                    next_id};
   result.changed = true;
   result.previous = before->list.text();
+  for (const auto& node : before->list.nodes())
+    if (!configured.index_of(node))
+      result.dropped_nodes = true;
   return result;
 }
 

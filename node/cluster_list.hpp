@@ -36,6 +36,10 @@ struct settled_cluster_list {
   bool changed = false;
   /// The stored list's text when it changed ("version N: ..."), else empty.
   std::string previous;
+  /// Whether the configured list lacks a node the stored one named: this
+  /// node may then be a replica of keys it was not one of (by rendezvous,
+  /// adding nodes only takes keys from it; removing one gives it some).
+  bool dropped_nodes = false;
 };
 
 /// - Nothing stored: the configured list as version 1, ids in list order.

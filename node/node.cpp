@@ -52,9 +52,12 @@ caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
 }
 
 /// The list this node serves under: its configured one, against the one it
-/// stored (coalesce/node/cluster_list.hpp), stored when it changed.
+/// stored (coalesce/node/cluster_list.hpp), stored when it changed;
+/// `gained` tells whether it replaced a stored one that named a node it
+/// lacks (this node may have gained keys).
 caf::expected<cluster_map> settle_list(storage::database& db,
-                                       const cluster_map& configured) {
+                                       const cluster_map& configured,
+                                       bool& gained) {
   auto stored = db.stored_cluster_list();
   if (!stored)
     return std::move(stored.error());
@@ -64,12 +67,18 @@ caf::expected<cluster_map> settle_list(storage::database& db,
   if (settled->changed) {
     if (auto err = db.store_cluster_list(encode_cluster_list(settled->record)))
       return err;
+    gained = settled->dropped_nodes;
     if (settled->previous.empty())
       spdlog::info("cluster list {} stored", settled->record.list.text());
+    else if (gained)
+      spdlog::warn("cluster list changed from {} to {}: a node left, so this "
+                   "node may keep keys it did not: it catches up from every "
+                   "peer before serving reads (the nodes that hold them hand "
+                   "them off)",
+                   settled->previous, settled->record.list.text());
     else
-      spdlog::warn("cluster list changed from {} to {}: a key whose replicas "
-                   "changed starts empty on its new replicas (its data stays "
-                   "on the nodes that kept it before)",
+      spdlog::warn("cluster list changed from {} to {}: nodes joined (they "
+                   "take over some of this node's keys; it gains none)",
                    settled->previous, settled->record.list.text());
   }
   return std::move(settled->record.list);
@@ -126,8 +135,12 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   auto& local = **services;
   auto cluster = settings.cluster.map();
   auto clustered = cluster.size() > 1;
+  // Whether this start replaced a list that named a node now gone: this
+  // node may have gained keys, so it catches up before it serves reads, as
+  // after a crash.
+  bool list_changed = false;
   if (clustered) {
-    auto settled = settle_list(*local.database(), cluster);
+    auto settled = settle_list(*local.database(), cluster, list_changed);
     if (!settled) {
       spdlog::critical("cannot settle coalesce.cluster on coalesce.db-path = "
                        "\"{}\": {}",
@@ -159,7 +172,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       local.stop(settings.shutdown_timeout);
       return EXIT_FAILURE;
     }
-    auto catch_up = !local.stopped_cleanly_before();
+    auto catch_up = !local.stopped_cleanly_before() || list_changed;
     replicas = spawn_secret_replicas(sys, buffer,
                                      {cluster, self_index,
                                       settings.cluster.replicas,
@@ -171,7 +184,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(),
        settings.cluster.anti_entropy_interval, settings.cluster.peer_timeout,
-       catch_up, *empty, counters});
+       catch_up, *empty, counters, list_changed});
     handles.secret_buffer = caf::actor_cast<secret_buffer_requests>(replicas);
   }
   replicated_sessions sessions;
@@ -181,7 +194,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     for (const auto& x : local.service<session_persister_service>().actors().io)
       io.push_back(caf::actor_cast<session_replica_io_actor>(x));
     // Set before anything serves a read: the repair clears it once caught up.
-    auto catch_up = !local.stopped_cleanly_before();
+    auto catch_up = !local.stopped_cleanly_before() || list_changed;
     auto catching_up = std::make_shared<std::atomic<bool>>(catch_up);
     sessions = start_replicated_sessions(
       sys, io,
@@ -192,14 +205,15 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       sys, local.database(), io, {},
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
-       settings.cluster.peer_timeout, catch_up, catching_up, counters});
+       settings.cluster.peer_timeout, catch_up, catching_up, counters,
+       list_changed});
     handles.session_persister = sessions.persister;
   }
   replicated_rooms rooms;
   timeline_sync_actor room_repair;
   if (settings.cluster.replicates_rooms()) {
     auto store = local.service<timeline_service>().replica_store();
-    auto catch_up = !local.stopped_cleanly_before();
+    auto catch_up = !local.stopped_cleanly_before() || list_changed;
     auto catching_up = std::make_shared<std::atomic<bool>>(catch_up);
     rooms = start_replicated_rooms(
       sys, store,
@@ -210,7 +224,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       sys, local.database(), store, {},
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
-       settings.cluster.peer_timeout, catch_up, catching_up, counters});
+       settings.cluster.peer_timeout, catch_up, catching_up, counters,
+       list_changed});
     handles.timeline = caf::actor_cast<timeline_requests>(rooms.coordinator);
     handles.backfill_scheduler = rooms.scheduler;
   }

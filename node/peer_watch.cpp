@@ -114,11 +114,9 @@ void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
   if (stats.cluster_version == p.list_version && stats.cluster == p.list)
     return;
   auto own = st.list.version();
-  // One version can name different lists on nodes that settled theirs
-  // apart (coalesce/node/cluster_list.hpp): both are compared.
-  auto other_than_own = [&] {
-    return p.list_version != own || p.list != st.list_nodes;
-  };
+  // Nodes count their versions apart (one that joined later starts at 1):
+  // what routes keys, the nodes in their order, is compared.
+  auto other_than_own = [&] { return p.list != st.list_nodes; };
   auto differed = p.list_version != 0 && other_than_own();
   p.list_version = stats.cluster_version;
   p.list = stats.cluster;
@@ -128,8 +126,8 @@ void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
   } else if (!differs && differed) {
     --st.counters->peers_on_other_lists;
     spdlog::info("peer {} serves under this node's cluster list again "
-                 "(version {})",
-                 p.where.text(), own);
+                 "(its version {}, this node's {})",
+                 p.where.text(), p.list_version, own);
     return;
   }
   if (differs) {

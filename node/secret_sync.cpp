@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -81,31 +82,38 @@ struct secret_sync_state {
 
 using sync_pointer = secret_sync_impl::stateful_pointer<secret_sync_state>;
 
-/// Calls `visit(row, bucket)` for every live row this node shares with
-/// node `peer` (both are replicas of its chat).
-template <class Visit>
-caf::error scan_shared(sync_pointer self, std::size_t peer, Visit visit) {
-  const auto& settings = self->state.settings;
+/// Calls `visit(row, bucket)` for every live row of the chats `wanted`
+/// takes (asked once per chat: rows are scanned in key order, chat first).
+template <class Wanted, class Visit>
+caf::error scan_chats(sync_pointer self, Wanted wanted, Visit visit) {
   auto now = storage::unix_now();
   std::string chat;
-  bool shared = false;
+  bool taken = false;
   uint32_t bucket = 0;
   return storage::scan_secrets(
     *self->state.db, [&](const secret_write& row) {
       if (row.entry.chat != chat || chat.empty()) {
         chat = row.entry.chat;
-        auto replicas = settings.map.replica_indices(
-          routing_key{key_kind::chat, chat}, settings.replicas);
-        auto holds = [&](std::size_t node) {
-          return std::find(replicas.begin(), replicas.end(), node)
-                 != replicas.end();
-        };
-        shared = holds(settings.self) && holds(peer);
+        taken = wanted(routing_key{key_kind::chat, chat});
         bucket = bucket_of(chat);
       }
-      if (shared && !storage::is_expired(row, now))
+      if (taken && !storage::is_expired(row, now))
         visit(row.entry, bucket);
     });
+}
+
+/// Calls `visit(row, bucket)` for every live row this node shares with
+/// node `peer` (both are replicas of its chat).
+template <class Visit>
+caf::error scan_shared(sync_pointer self, std::size_t peer, Visit visit) {
+  const auto& settings = self->state.settings;
+  return scan_chats(
+    self,
+    [&](const routing_key& key) {
+      return replica_of(settings.map, settings.replicas, key, settings.self)
+             && replica_of(settings.map, settings.replicas, key, peer);
+    },
+    visit);
 }
 
 caf::expected<secret_digest> digest_of(sync_pointer self, std::size_t peer) {
@@ -135,8 +143,6 @@ rows_in(sync_pointer self, std::size_t peer,
     return err;
   return result;
 }
-
-/// The refusal of an exchange asked by a node that is no peer of this one.
 
 using exchange_done = std::function<void(caf::expected<uint64_t>)>;
 
@@ -226,6 +232,65 @@ void repair_buckets(sync_pointer self, std::size_t peer, node_actor gateway,
   send_rows(self, gateway, std::move(to_peer), finish);
 }
 
+/// Of the rows a peer handed off, queues on the local buffer (as copies)
+/// those this node lacks or holds differently; `done(keys taken)`.
+void take_handoff(sync_pointer self, std::vector<secret_entry> theirs,
+                  exchange_done done) {
+  std::unordered_map<secret_key, const secret_entry*, secret_key_hash> other;
+  for (const auto& row : theirs)
+    other.emplace(row.key(), &row);
+  std::unordered_set<secret_key, secret_key_hash> same;
+  auto err = scan_chats(
+    self, [](const routing_key&) { return true; },
+    [&](const secret_entry& row, uint32_t) {
+      auto i = other.find(row.key());
+      if (i != other.end() && *i->second == row)
+        same.insert(row.key());
+    });
+  if (err)
+    return done(std::move(err));
+  std::vector<secret_entry> taken;
+  for (auto& row : theirs)
+    if (same.count(row.key()) == 0)
+      taken.push_back(std::move(row));
+  uint64_t count = taken.size();
+  send_rows(self, self->state.local, std::move(taken),
+            [done, count](caf::error err) {
+              if (err)
+                done(std::move(err));
+              else
+                done(count);
+            });
+}
+
+/// The exchange with a peer under another cluster list: a pull of every row
+/// it holds of the chats this node is a replica of under its own list (after
+/// a local flush, so that the comparison sees what the buffer holds).
+void handoff(sync_pointer self, const node_actor& gateway,
+             exchange_done done) {
+  const auto& settings = self->state.settings;
+  secret_buckets every;
+  for (uint32_t b = 0; b < secret_sync_buckets; ++b)
+    every.buckets.push_back(b);
+  auto fail = [done](caf::error& err) { done(std::move(err)); };
+  self
+    ->request(gateway, settings.timeout, handoff_atom::value,
+              handoff_asker_of(settings.map, settings.self, settings.replicas),
+              std::move(every))
+    .then(
+      [self, done, fail](std::vector<secret_entry>& theirs) {
+        self
+          ->request(self->state.local, self->state.settings.timeout,
+                    flush_atom::value)
+          .then(
+            [self, done, theirs = std::move(theirs)](ok_atom) mutable {
+              take_handoff(self, std::move(theirs), done);
+            },
+            fail);
+      },
+      fail);
+}
+
 /// One exchange with `peer` (steps 1 to 3 of the header).
 void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
   const auto& settings = self->state.settings;
@@ -274,7 +339,11 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
               },
               fail);
         },
-        fail);
+        [self, gateway, done](caf::error& err) {
+          if (refused_for_list(err))
+            return handoff(self, gateway, done);
+          done(std::move(err));
+        });
   };
   // Peers come from the peer watch, which connects; one it has not reached
   // is not compared with yet.
@@ -325,7 +394,10 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       });
     spdlog::info("secrets: {}; catching up from every peer before answering "
                  "reads",
-                 st.settings.started_empty
+                 st.settings.list_changed
+                   ? "the cluster list changed (what this node gained is "
+                     "handed off from the nodes that hold it)"
+                 : st.settings.started_empty
                    ? "the data directory is empty"
                    : "the last stop was not clean (or never happened)");
     self->send(self, catch_up_atom::value, false);
@@ -367,6 +439,43 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (!rows)
         return std::move(rows.error());
       return std::move(*rows);
+    },
+    [self](handoff_atom, handoff_asker& asker, secret_buckets& buckets)
+      -> caf::result<std::vector<secret_entry>> {
+      auto list = list_of_asker(asker);
+      if (!list)
+        return std::move(list.error());
+      auto promise = self->make_response_promise<std::vector<secret_entry>>();
+      self
+        ->request(self->state.local, self->state.settings.timeout,
+                  flush_atom::value)
+        .then(
+          [self, promise, asker, list = std::move(*list),
+           wanted = std::move(buckets.buckets)](ok_atom) mutable {
+            std::vector<bool> in_bucket(secret_sync_buckets, false);
+            for (auto b : wanted)
+              if (b < secret_sync_buckets)
+                in_bucket[b] = true;
+            std::vector<secret_entry> rows;
+            auto err = scan_chats(
+              self,
+              [&](const routing_key& key) {
+                return replica_of(list, asker.replicas, key, asker.asker);
+              },
+              [&](const secret_entry& row, uint32_t bucket) {
+                if (in_bucket[bucket])
+                  rows.push_back(row);
+              });
+            if (err) {
+              promise.deliver(std::move(err));
+              return;
+            }
+            note_handed_off(*self->state.settings.counters, "secrets", "keys",
+                            asker, rows.size());
+            promise.deliver(std::move(rows));
+          },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+      return promise;
     },
     [self](peer_up_atom, uint64_t index, node_actor& gateway) {
       on_peer_up(self, index, gateway);

@@ -64,12 +64,16 @@ struct secret_sync_settings {
   caf::timespan interval;
   /// Between two attempts to catch up with the peers still missing.
   caf::timespan retry;
-  /// Whether to catch up first (no clean-stop mark was found).
+  /// Whether to catch up first (no clean-stop mark was found, or the
+  /// cluster list changed).
   bool catch_up = false;
   /// Whether the secrets were empty at start (a new or wiped directory):
   /// the catch-up is then logged as a refill.
   bool started_empty = false;
   std::shared_ptr<peer_counters> counters;
+  /// Whether the catch-up is for a changed cluster list (this node may
+  /// have gained keys): only what it logs differs.
+  bool list_changed = false;
 };
 
 /// Spawns it detached; `caught_up` (the coordinator) receives

@@ -48,21 +48,16 @@ const session_replica_io_actor& io_for(sync_pointer self,
   return io[std::hash<std::string>{}(session) % io.size()];
 }
 
-bool replicated_by(sync_pointer self, const std::string& session,
-                   std::size_t node) {
-  const auto& settings = self->state.settings;
-  auto nodes = settings.map.replica_indices(
-    routing_key{key_kind::session, session}, settings.replicas);
-  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
-}
-
-/// What this node holds of the sessions `asker` is a replica of.
-caf::expected<std::vector<session_listing>> listing_for(sync_pointer self,
-                                                        std::size_t asker) {
+/// What this node holds of the sessions node `asker` of `map` is a replica
+/// of.
+caf::expected<std::vector<session_listing>>
+listing_for(sync_pointer self, const cluster_map& map, std::size_t replicas,
+            std::size_t asker) {
   std::vector<session_listing> result;
   auto err = storage::scan_session_versions(
     *self->state.db, [&](session_listing&& x) {
-      if (replicated_by(self, x.session, asker))
+      if (replica_of(map, replicas, routing_key{key_kind::session, x.session},
+                     asker))
         result.push_back(std::move(x));
     });
   if (err)
@@ -111,6 +106,29 @@ void pull(sync_pointer self, node_actor gateway,
       fail);
 }
 
+/// Of a peer's listing, fetches and installs what holds more than this
+/// node does.
+void fetch_newer(sync_pointer self, const node_actor& gateway,
+                 std::vector<session_listing>& theirs,
+                 std::function<void(caf::expected<uint64_t>)> done) {
+  std::unordered_map<std::string, session_version> mine;
+  auto err = storage::scan_session_versions(*self->state.db,
+                                            [&](session_listing&& x) {
+                                              mine.emplace(
+                                                std::move(x.session),
+                                                x.version);
+                                            });
+  if (err)
+    return done(std::move(err));
+  auto wanted = std::make_shared<std::vector<std::string>>();
+  for (auto& x : theirs) {
+    auto i = mine.find(x.session);
+    if (worth_fetching(x.version, i == mine.end() ? nullptr : &i->second))
+      wanted->push_back(std::move(x.session));
+  }
+  pull(self, gateway, wanted, 0, 0, std::move(done));
+}
+
 /// One exchange with `peer`: `done(sessions installed)` or the error.
 void exchange(sync_pointer self, std::size_t peer,
               std::function<void(caf::expected<uint64_t>)> done) {
@@ -122,28 +140,25 @@ void exchange(sync_pointer self, std::size_t peer,
     return done(make_error(errc::node_unreachable,
                            where.text() + " has not been reached yet"));
   auto gateway = st.peers[peer];
+  auto fetch = [self, gateway, done](std::vector<session_listing>& theirs) {
+    fetch_newer(self, gateway, theirs, done);
+  };
   self
     ->request(gateway, st.settings.timeout, replica_atom::value,
               digest_atom::value, st.settings.map.fingerprint(),
               uint64_t{st.settings.self})
-    .then(
-      [self, gateway, done](std::vector<session_listing>& theirs) {
-        std::unordered_map<std::string, session_version> mine;
-        auto err = storage::scan_session_versions(
-          *self->state.db, [&](session_listing&& x) {
-            mine.emplace(std::move(x.session), x.version);
-          });
-        if (err)
-          return done(std::move(err));
-        auto wanted = std::make_shared<std::vector<std::string>>();
-        for (auto& x : theirs) {
-          auto i = mine.find(x.session);
-          if (worth_fetching(x.version, i == mine.end() ? nullptr : &i->second))
-            wanted->push_back(std::move(x.session));
-        }
-        pull(self, gateway, wanted, 0, 0, done);
-      },
-      [done](caf::error& err) { done(std::move(err)); });
+    .then(fetch, [self, gateway, done, fetch](caf::error& err) {
+      if (!refused_for_list(err))
+        return done(std::move(err));
+      // The peer serves under another list: a handoff under this one.
+      const auto& settings = self->state.settings;
+      self
+        ->request(gateway, settings.timeout, replica_atom::value,
+                  handoff_atom::value,
+                  handoff_asker_of(settings.map, settings.self,
+                                   settings.replicas))
+        .then(fetch, [done](caf::error& err) { done(std::move(err)); });
+    });
 }
 
 session_sync_impl::behavior_type
@@ -168,9 +183,22 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (auto refusal = refuse_asker(settings.map, settings.self, asked_under,
                                       asker))
         return std::move(*refusal);
-      auto listing = listing_for(self, asker);
+      auto listing = listing_for(self, settings.map, settings.replicas,
+                                 asker);
       if (!listing)
         return std::move(listing.error());
+      return std::move(*listing);
+    },
+    [self](replica_atom, handoff_atom, handoff_asker& asker)
+      -> caf::result<std::vector<session_listing>> {
+      auto list = list_of_asker(asker);
+      if (!list)
+        return std::move(list.error());
+      auto listing = listing_for(self, *list, asker.replicas, asker.asker);
+      if (!listing)
+        return std::move(listing.error());
+      note_handed_off(*self->state.settings.counters, "sessions", "sessions",
+                      asker, listing->size());
       return std::move(*listing);
     },
     [self](peer_up_atom, uint64_t index, node_actor& gateway) {

@@ -60,11 +60,15 @@ struct session_sync_settings {
   caf::timespan interval;
   /// Between two attempts to catch up with the peers still missing.
   caf::timespan retry;
-  /// Whether to catch up first (no clean-stop mark was found).
+  /// Whether to catch up first (no clean-stop mark was found, or the
+  /// cluster list changed).
   bool catch_up = false;
   /// Set while catching up (read by this node's coordinators and endpoint).
   std::shared_ptr<std::atomic<bool>> catching_up;
   std::shared_ptr<peer_counters> counters;
+  /// Whether the catch-up is for a changed cluster list (this node may
+  /// have gained keys): only what it logs differs.
+  bool list_changed = false;
 };
 
 /// Spawns it detached over the node's database and its session I/O

@@ -1,5 +1,7 @@
 #include <coalesce/node/sync_rounds.hpp>
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -121,6 +123,58 @@ std::optional<caf::error> refuse_asker(const cluster_map& map,
                       "no peer of this node has index "
                         + std::to_string(asker));
   return std::nullopt;
+}
+
+handoff_asker handoff_asker_of(const cluster_map& map, std::size_t self,
+                               std::size_t replicas) {
+  handoff_asker result;
+  result.version = map.version();
+  for (const auto& node : map.nodes())
+    result.nodes.push_back(node.text());
+  result.asker = self;
+  result.replicas = replicas;
+  return result;
+}
+
+caf::expected<cluster_map> list_of_asker(const handoff_asker& asker) {
+  auto refuse = [](const std::string& why) {
+    return make_error(errc::invalid_request, "a handoff's asker " + why);
+  };
+  if (asker.nodes.empty() || asker.nodes.size() > cluster_map::node_id_limit)
+    return refuse("names " + std::to_string(asker.nodes.size())
+                  + " nodes (1 to "
+                  + std::to_string(cluster_map::node_id_limit) + ")");
+  if (asker.asker >= asker.nodes.size())
+    return refuse("is index " + std::to_string(asker.asker) + " of "
+                  + std::to_string(asker.nodes.size()) + " nodes");
+  if (asker.replicas == 0)
+    return refuse("keeps 0 replicas of a key");
+  cluster_map list;
+  if (auto problem = cluster_map::parse(asker.nodes, "its list", list))
+    return refuse(*problem);
+  return list;
+}
+
+bool replica_of(const cluster_map& map, std::size_t replicas,
+                const routing_key& key, std::size_t node) {
+  auto nodes = map.replica_indices(key, replicas);
+  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+bool refused_for_list(const caf::error& err) {
+  return list_of_refusal(err).has_value();
+}
+
+void note_handed_off(peer_counters& counters, const char* kind,
+                     const char* unit, const handoff_asker& asker,
+                     uint64_t keys) {
+  if (keys == 0)
+    return;
+  counters.keys_handed_off += keys;
+  spdlog::info("{}: handed off {} {} to {}, a replica of them under its "
+               "cluster list (version {}, {} nodes)",
+               kind, keys, unit, asker.nodes[asker.asker], asker.version,
+               asker.nodes.size());
 }
 
 std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self) {

@@ -19,6 +19,8 @@
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/replica_protocol.hpp>
+#include <coalesce/messages/routing_key.hpp>
 
 /// Rounds of repair exchanges with a node's peers, one exchange at a time,
 /// and the catch-up from every peer they complete: what the repairs of
@@ -107,6 +109,33 @@ using catch_up_atom = caf::atom_constant<caf::atom("catchup")>;
 using repair_atom = caf::atom_constant<caf::atom("repair")>;
 /// What a repair tells once it caught up (or at once, without a catch-up).
 using caught_up_atom = caf::atom_constant<caf::atom("caughtup")>;
+
+// -- handoffs: exchanges with a peer under another cluster list -------------
+
+/// This node (`self` of `map`, keys of `replicas` replicas each) as the
+/// asker of a handoff.
+handoff_asker handoff_asker_of(const cluster_map& map, std::size_t self,
+                               std::size_t replicas);
+
+/// The list a handoff's asker serves under, checked (its nodes parse, none
+/// twice, at most `cluster_map::node_id_limit`; its index names one; one
+/// replica or more), or `errc::invalid_request` saying what is wrong.
+caf::expected<cluster_map> list_of_asker(const handoff_asker& asker);
+
+/// Whether node `node` of `map` is one of `key`'s first `replicas`.
+bool replica_of(const cluster_map& map, std::size_t replicas,
+                const routing_key& key, std::size_t node);
+
+/// Whether a peer refused an exchange because it serves under another
+/// list than the asker's (`refuse_asker`): the asker pulls by handoff
+/// instead.
+bool refused_for_list(const caf::error& err);
+
+/// Counts `keys` handed off to `asker` and logs them (when there are any).
+/// `kind` names the data ("secrets"), `unit` what is counted ("keys").
+void note_handed_off(peer_counters& counters, const char* kind,
+                     const char* unit, const handoff_asker& asker,
+                     uint64_t keys);
 
 /// Every node of the cluster list but `self`.
 std::vector<std::size_t> every_peer(std::size_t nodes, std::size_t self);
@@ -203,9 +232,12 @@ void start_sync_rounds(Self* self, const char* kind, const char* unit,
         if (self->state.caught_up)
           caf::anon_send(self->state.caught_up, caught_up_atom::value);
       });
-    spdlog::info("{}: the last stop was not clean (or never happened); "
-                 "catching up from every peer before {}",
-                 kind, waits);
+    spdlog::info("{}: {}; catching up from every peer before {}", kind,
+                 st.settings.list_changed
+                   ? "the cluster list changed (what this node gained is "
+                     "handed off from the nodes that hold it)"
+                   : "the last stop was not clean (or never happened)",
+                 waits);
     self->send(self, catch_up_atom::value, false);
   } else {
     st.settings.catching_up->store(false);

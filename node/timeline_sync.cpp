@@ -39,24 +39,18 @@ struct timeline_sync_state {
 
 using sync_pointer = timeline_sync_impl::stateful_pointer<timeline_sync_state>;
 
-bool replicated_by(sync_pointer self, const std::string& room,
-                   std::size_t node) {
-  const auto& settings = self->state.settings;
-  auto nodes = settings.map.replica_indices(routing_key{key_kind::room, room},
-                                            settings.replicas);
-  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
-}
-
-/// What this node holds of the rooms `asker` is a replica of.
-caf::expected<std::vector<room_listing>> listing_for(sync_pointer self,
-                                                     std::size_t asker) {
+/// What this node holds of the rooms node `asker` of `map` is a replica
+/// of.
+caf::expected<std::vector<room_listing>>
+listing_for(sync_pointer self, const cluster_map& map, std::size_t replicas,
+            std::size_t asker) {
   std::vector<room_listing> result;
-  auto err = storage::scan_room_versions(*self->state.db,
-                                         [&](room_listing&& x) {
-                                           if (replicated_by(self, x.room,
-                                                             asker))
-                                             result.push_back(std::move(x));
-                                         });
+  auto err = storage::scan_room_versions(
+    *self->state.db, [&](room_listing&& x) {
+      if (replica_of(map, replicas, routing_key{key_kind::room, x.room},
+                     asker))
+        result.push_back(std::move(x));
+    });
   if (err)
     return err;
   return result;
@@ -121,6 +115,42 @@ void pull(sync_pointer self, node_actor gateway,
       fail);
 }
 
+/// Of a peer's listing, fetches and installs what holds more than this
+/// node does.
+void fetch_newer(sync_pointer self, const node_actor& gateway,
+                 std::vector<room_listing>& theirs,
+                 std::function<void(caf::expected<uint64_t>)> done) {
+  std::unordered_map<std::string, room_version> mine;
+  auto err = storage::scan_room_versions(
+    *self->state.db, [&](room_listing&& x) {
+      mine.emplace(std::move(x.room), std::move(x.version));
+    });
+  if (err)
+    return done(std::move(err));
+  auto wanted = std::make_shared<std::vector<wanted_room>>();
+  for (auto& x : theirs) {
+    auto i = mine.find(x.room);
+    const room_version* held = i == mine.end() ? nullptr : &i->second;
+    if (!worth_fetching(x.version, held))
+      continue;
+    wanted_room w;
+    w.room = std::move(x.room);
+    w.promised = x.version.promised;
+    if (held != nullptr) {
+      w.mine = *held;
+      w.from = shared_prefix(held->segments, held->head,
+                             x.version.segments, x.version.head);
+    }
+    // Only the promise and the position: no events needed.
+    if (held != nullptr
+        && !newer_log(x.version.segments, x.version.head,
+                      held->segments, held->head))
+      w.from = x.version.head;
+    wanted->push_back(std::move(w));
+  }
+  pull(self, gateway, wanted, 0, 0, done);
+}
+
 /// One exchange with `peer`: `done(rooms repaired)` or the error.
 void exchange(sync_pointer self, std::size_t peer,
               std::function<void(caf::expected<uint64_t>)> done) {
@@ -132,44 +162,25 @@ void exchange(sync_pointer self, std::size_t peer,
     return done(make_error(errc::node_unreachable,
                            where.text() + " has not been reached yet"));
   auto gateway = st.peers[peer];
+  auto fetch = [self, gateway, done](std::vector<room_listing>& theirs) {
+    fetch_newer(self, gateway, theirs, done);
+  };
   self
     ->request(gateway, st.settings.timeout, replica_atom::value,
               room_atom::value, digest_atom::value,
-              st.settings.map.fingerprint(),
-              uint64_t{st.settings.self})
-    .then(
-      [self, gateway, done](std::vector<room_listing>& theirs) {
-        std::unordered_map<std::string, room_version> mine;
-        auto err = storage::scan_room_versions(
-          *self->state.db, [&](room_listing&& x) {
-            mine.emplace(std::move(x.room), std::move(x.version));
-          });
-        if (err)
-          return done(std::move(err));
-        auto wanted = std::make_shared<std::vector<wanted_room>>();
-        for (auto& x : theirs) {
-          auto i = mine.find(x.room);
-          const room_version* held = i == mine.end() ? nullptr : &i->second;
-          if (!worth_fetching(x.version, held))
-            continue;
-          wanted_room w;
-          w.room = std::move(x.room);
-          w.promised = x.version.promised;
-          if (held != nullptr) {
-            w.mine = *held;
-            w.from = shared_prefix(held->segments, held->head,
-                                   x.version.segments, x.version.head);
-          }
-          // Only the promise and the position: no events needed.
-          if (held != nullptr
-              && !newer_log(x.version.segments, x.version.head,
-                            held->segments, held->head))
-            w.from = x.version.head;
-          wanted->push_back(std::move(w));
-        }
-        pull(self, gateway, wanted, 0, 0, done);
-      },
-      [done](caf::error& err) { done(std::move(err)); });
+              st.settings.map.fingerprint(), uint64_t{st.settings.self})
+    .then(fetch, [self, gateway, done, fetch](caf::error& err) {
+      if (!refused_for_list(err))
+        return done(std::move(err));
+      // The peer serves under another list: a handoff under this one.
+      const auto& settings = self->state.settings;
+      self
+        ->request(gateway, settings.timeout, replica_atom::value,
+                  room_atom::value, handoff_atom::value,
+                  handoff_asker_of(settings.map, settings.self,
+                                   settings.replicas))
+        .then(fetch, [done](caf::error& err) { done(std::move(err)); });
+    });
 }
 
 timeline_sync_impl::behavior_type
@@ -194,9 +205,22 @@ timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (auto refusal = refuse_asker(settings.map, settings.self, asked_under,
                                       asker))
         return std::move(*refusal);
-      auto listing = listing_for(self, asker);
+      auto listing = listing_for(self, settings.map, settings.replicas,
+                                 asker);
       if (!listing)
         return std::move(listing.error());
+      return std::move(*listing);
+    },
+    [self](replica_atom, room_atom, handoff_atom, handoff_asker& asker)
+      -> caf::result<std::vector<room_listing>> {
+      auto list = list_of_asker(asker);
+      if (!list)
+        return std::move(list.error());
+      auto listing = listing_for(self, *list, asker.replicas, asker.asker);
+      if (!listing)
+        return std::move(listing.error());
+      note_handed_off(*self->state.settings.counters, "rooms", "rooms", asker,
+                      listing->size());
       return std::move(*listing);
     },
     [self](peer_up_atom, uint64_t index, node_actor& gateway) {

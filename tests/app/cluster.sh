@@ -445,11 +445,94 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
   stop_cluster
 }
 
+test_a_node_that_joins_is_handed_off_its_keys_before_it_serves_them() {
+  start_cluster join- || { CURRENT_OK=0; return; }
+  local grown="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\",\"127.0.0.1:${PORTS[2]}\",\"127.0.0.1:${PORTS[6]}\"]"
+  local four="$NODES,127.0.0.1:${PORTS[6]}" i gained=0 sessions_gained=0 joined handed
+  local log3="$WORK/join-n3.log"
+  for i in $(seq 0 29); do
+    echo "j$i@g.us s m $(hex32 $((i + 1))) 0 1700000001"
+  done >"$WORK/join-entries.txt"
+  check "30 chats put through the three nodes" ccli secret put - <"$WORK/join-entries.txt"
+  for i in $(seq 0 11); do
+    printf 'blob %s' "$i" >"$WORK/join-s$i.blob"
+    ccli session put "js$i" "$WORK/join-s$i.blob" --update "u1:note:$i" || CURRENT_OK=0
+  done
+  for i in $(seq 0 29); do
+    "$CLI" --nodes="$four" owner secret "j$i@g.us" | grep -q ":${PORTS[6]}$" && gained=$((gained + 1))
+  done
+  for i in $(seq 0 11); do
+    "$CLI" --nodes="$four" owner session "js$i" | grep -q ":${PORTS[6]}$" && sessions_gained=$((sessions_gained + 1))
+  done
+  check "the four-node list gives the new node some chats ($gained of 30)" [ "$gained" -gt 0 ] && [ "$gained" -lt 30 ]
+  # A fresh node listing four: the others still serve the three-node list,
+  # refuse its comparisons and hand off what it is a replica of.
+  start_node join-n3 --coalesce.port="${PORTS[6]}" --coalesce.cluster="$grown" "${NODE_TLS[@]}" \
+    || { CURRENT_OK=0; return; }
+  PID_OF[3]=$NODE_PID
+  check "its secrets are refilled from the others within 30 s" \
+    wait_log_count "$log3" "secrets: refilled the empty data directory from its peers: $gained keys" 1 30
+  check "its sessions caught up within 30 s, $sessions_gained of them" \
+    wait_log_count "$log3" "sessions: caught up from every peer: $sessions_gained sessions" 1 30
+  check "its rooms caught up within 30 s" wait_log_count "$log3" "rooms: caught up" 1 30
+  joined=$(tcli "${PORTS[6]}" stats | python3 -c "import json,sys; print(json.load(sys.stdin)['secrets']['entries_written'])")
+  check "it wrote exactly the $gained entries of its chats (wrote $joined)" [ "$joined" = "$gained" ]
+  handed=0
+  for i in 0 1 2; do
+    handed=$((handed + $(tcli "${PORTS[$i]}" stats | python3 -c "import json,sys; print(json.load(sys.stdin)['keys_handed_off'])")))
+  done
+  check "the others counted what they handed off ($handed: each key by each of 3)" \
+    [ "$handed" -ge $((3 * (gained + sessions_gained))) ]
+  check "and logged it" grep -q "secrets: handed off [0-9]* keys to 127.0.0.1:${PORTS[6]}, a replica of them under its cluster list (version 1, 4 nodes)" "$WORK/join-n0.log"
+  # The others take the four-node list: they gain nothing, so they need no
+  # catch-up.
+  for i in 0 1 2; do
+    restart_member_listing "$i" "$grown" || { CURRENT_OK=0; return; }
+  done
+  check "a node restarted under the grown list logs that nodes joined" \
+    grep -q "cluster list changed from version 1: .* to version 2: .*: nodes joined" "$WORK/join-n0.log"
+  check "and does not catch up" [ "$(grep -c "secrets: \(caught up\|refilled\)" "$WORK/join-n0.log")" = 1 ]
+  # Node 2 leaves: the others take the list without it, one at a time, each
+  # caught up (it may have gained keys) before the next; node 2 stops last.
+  local shrunk="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\",\"127.0.0.1:${PORTS[6]}\"]"
+  local three="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[6]}" refilled
+  for i in 0 1; do
+    restart_member_listing "$i" "$shrunk" || { CURRENT_OK=0; return; }
+    check "node $i logs that a node left" grep -q "to version 3: .*: a node left" "$WORK/join-n$i.log"
+    check "node $i catches up within 30 s" wait_log_count "$WORK/join-n$i.log" "secrets: caught up" 1 30
+    wait_log_count "$WORK/join-n$i.log" "sessions: caught up" 2 30 || CURRENT_OK=0
+  done
+  kill -TERM "${PID_OF[3]}"
+  wait_exit "${PID_OF[3]}" 60
+  start_node join-n3 --coalesce.port="${PORTS[6]}" --coalesce.cluster="$shrunk" "${NODE_TLS[@]}" \
+    || { CURRENT_OK=0; return; }
+  PID_OF[3]=$NODE_PID
+  check "the joined node catches up under the shrunk list within 30 s" \
+    wait_log_count "$log3" "secrets: caught up from every peer: $((30 - gained)) keys" 1 30
+  refilled=$(tcli "${PORTS[6]}" stats | python3 -c "import json,sys; print(json.load(sys.stdin)['secrets']['entries_written'])")
+  check "and wrote the $((30 - gained)) entries of the chats it gained (wrote $refilled)" \
+    [ "$refilled" = $((30 - gained)) ]
+  kill -TERM "${PID_OF[2]}"
+  wait_exit "${PID_OF[2]}" 60
+  for i in $(seq 0 29); do
+    [ "$("$CLI" "${CLI_TLS[@]}" --nodes="$three" secret get "j$i@g.us" s m)" = "$(hex32 $((i + 1))) 1700000001" ] \
+      || { echo "    j$i@g.us is not read back without node 2" >&2; CURRENT_OK=0; }
+  done
+  for i in $(seq 0 11); do
+    cmp -s "$WORK/join-s$i.blob" <("$CLI" "${CLI_TLS[@]}" --nodes="$three" session get "js$i") \
+      || { echo "    session js$i is not read back without node 2" >&2; CURRENT_OK=0; }
+  done
+  kill -TERM "${PID_OF[3]}"
+  wait_exit "${PID_OF[3]}" 60
+  stop_cluster
+}
+
 run_test "secrets sessions and backfills are routed to their owners"
 run_test "a killed replica loses no answered secret and its chats stay served"
 run_test "a stopped replica holds up no answer a majority gives"
 run_test "a put without a majority of replicas fails naming them"
 run_test "a node counts a stopped or killed peer down and up again"
 run_test "each node serves under a versioned list and status shows it"
+run_test "a node that joins is handed off its keys before it serves them"
 
 finish_tests

@@ -1,6 +1,7 @@
 #define CAF_SUITE node.cluster_list
 #include <caf/test/unit_test.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,38 @@ CAF_TEST(a changed list is the next version and nodes keep their ids) {
   CAF_CHECK_EQUAL(id_in(list, "h:1"), 0u);
   CAF_CHECK_EQUAL(id_in(list, "h:3"), 2u);
   CAF_CHECK_EQUAL(id_in(list, "h:4"), 3u);
+  // h:2 left: the others may have gained its keys.
+  CAF_CHECK(settled->dropped_nodes);
+}
+
+CAF_TEST(a list that only adds nodes takes keys from a node and gives none) {
+  auto settled = settle_cluster_list(list_of("h:1,h:2,h:3,h:4"),
+                                     started_with(abc, ""));
+  CAF_REQUIRE(settled);
+  CAF_CHECK(settled->changed);
+  CAF_CHECK(!settled->dropped_nodes);
+  // By rendezvous: no key of the three-node list gains h:1 as a replica.
+  auto before = list_of(abc);
+  const auto& after = settled->record.list;
+  for (int i = 0; i < 500; ++i) {
+    routing_key key{key_kind::chat, "c" + std::to_string(i)};
+    auto was = before.replica_indices(key, 2);
+    auto is = after.replica_indices(key, 2);
+    for (auto node : is)
+      if (after.nodes()[node].text() != "h:4")
+        CAF_CHECK(std::find_if(was.begin(), was.end(), [&](std::size_t x) {
+                    return before.nodes()[x] == after.nodes()[node];
+                  }) != was.end());
+  }
+}
+
+CAF_TEST(a fingerprint names the nodes and their order and not the version) {
+  auto list = list_of(abc);
+  CAF_CHECK_EQUAL(list.fingerprint(),
+                  (cluster_map{7, list.nodes(), list.ids()}.fingerprint()));
+  CAF_CHECK_NOT_EQUAL(list.fingerprint(), list_of("h:3,h:2,h:1").fingerprint());
+  CAF_CHECK_NOT_EQUAL(list.fingerprint(),
+                      list_of("h:1,h:2,h:3,h:4").fingerprint());
 }
 
 CAF_TEST(an id is never given again once its node left the list) {

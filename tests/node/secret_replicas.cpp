@@ -170,11 +170,28 @@ struct fixture {
   /// Its repair writes to `local` when given, else to the replica's buffer.
   void add_repair(std::size_t i, bool catch_up, actor caught_up = {},
                   caf::timespan interval = 0s, actor local = {}) {
-    secret_sync_settings settings{map,      i,     3,       10s, interval,
-                                  100ms,    catch_up, false, counters};
     auto buffer = local ? actor_cast<secret_buffer_actor>(local) : buffer_of(i);
+    install_repair(i,
+                   {map, i, 3, 10s, interval, 100ms, catch_up, false,
+                    counters},
+                   buffer, caught_up);
+  }
+
+  /// The same under another list: replica `i` is node `self` of `list`,
+  /// whose keys have `replica_count` replicas each.
+  void add_repair_under(std::size_t i, const cluster_map& list,
+                        std::size_t self, std::size_t replica_count,
+                        bool catch_up, actor caught_up = {}) {
+    install_repair(i,
+                   {list, self, replica_count, 10s, 0s, 100ms, catch_up,
+                    false, counters},
+                   buffer_of(i), caught_up);
+  }
+
+  void install_repair(std::size_t i, secret_sync_settings settings,
+                      secret_buffer_actor buffer, actor caught_up) {
     auto repair = spawn_secret_sync(sys, replicas[i].services->database(),
-                                    buffer, caught_up, settings);
+                                    buffer, caught_up, std::move(settings));
     repairs.push_back(repair);
     anon_send_exit(replicas[i].gateway, exit_reason::user_shutdown);
     replica_endpoints endpoints;
@@ -563,14 +580,24 @@ CAF_TEST(a repair refuses an exchange asked in the name of no peer) {
 
 CAF_TEST(a repair refuses an exchange asked under another list) {
   // Index 1 names another node in another list: a digest for it would be
-  // that node's. The next version, and the same version in another order
-  // (nodes that settled their lists apart).
+  // that node's. Another order, and another node.
   add_repair(0, false);
   auto reversed = map.nodes();
   std::reverse(reversed.begin(), reversed.end());
+  auto grown = map.nodes();
+  grown.push_back({"127.0.0.1", 4304});
   scoped_actor self{sys};
-  for (auto other : {cluster_map{map.version() + 1, map.nodes(), map.ids()},
-                     cluster_map{map.version(), reversed, map.ids()}}) {
+  // The same nodes in the same order under another version route alike
+  // (nodes count their versions apart): compared.
+  self
+    ->request(replicas[0].gateway, 10s, digest_atom::value,
+              cluster_map{map.version() + 1, map.nodes(), map.ids()}
+                .fingerprint(),
+              uint64_t{1})
+    .receive([](secret_digest&) {},
+             [&](error& err) { CAF_FAIL(sys.render(err)); });
+  for (auto other : {cluster_map{map.version(), reversed, map.ids()},
+                     cluster_map{map.version() + 1, grown, {0, 1, 2, 3}}}) {
     auto fingerprint = other.fingerprint();
     CAF_REQUIRE_NOT_EQUAL(fingerprint, map.fingerprint());
     self
@@ -593,6 +620,86 @@ CAF_TEST(a repair refuses an exchange asked under another list) {
           CAF_CHECK_EQUAL(code_of(err), code(errc::not_replica));
         });
   }
+}
+
+CAF_TEST(a node that joined is handed off its chats by peers under the old list) {
+  // Nodes 0 and 1 kept every chat (two replicas each) under a list of the
+  // two; node 2 joined: under the three-node list it is a replica of some
+  // chats. Its catch-up compares with peers that still serve the old list:
+  // they refuse the comparison and hand off what it is a replica of.
+  cluster_map old_list{std::vector<node_endpoint>{{"127.0.0.1", 4301},
+                                                  {"127.0.0.1", 4302}}};
+  cluster_map new_list{2, map.nodes(), {0, 1, 2}};
+  std::vector<secret_entry> gained;
+  std::vector<secret_entry> kept_elsewhere;
+  for (int i = 0; i < 24; ++i) {
+    secret_entry entry{"c" + std::to_string(i) + "@g.us", "a@s.whatsapp.net",
+                       "m",
+                       secret_of(static_cast<uint8_t>(i + 1)),
+                       0,
+                       7};
+    entry.stamp = entry.ts_stamp = (uint64_t(100 + i) << 10) | (i % 2);
+    auto key = routing_key{key_kind::chat, entry.chat};
+    (replica_of(new_list, 2, key, 2) ? gained : kept_elsewhere)
+      .push_back(entry);
+    // Each of the old pair holds half (its copies reached one alone).
+    copy_to(i % 2, {entry});
+  }
+  CAF_REQUIRE_GREATER(gained.size(), 1u);
+  CAF_REQUIRE_GREATER(kept_elsewhere.size(), 1u);
+  // What node 2 holds already is not pushed to the old pair: a handoff is
+  // a pull.
+  secret_entry own{"own@g.us", "a@s.whatsapp.net", "m", secret_of(99), 0, 7};
+  own.stamp = own.ts_stamp = (uint64_t(500) << 10) | 2;
+  copy_to(2, {own});
+  scoped_actor told{sys};
+  add_repair_under(0, old_list, 0, 2, false);
+  add_repair_under(1, old_list, 1, 2, false);
+  add_repair_under(2, new_list, 2, 2, true, actor_cast<actor>(told));
+  introduce_repairs();
+  told->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  for (const auto& entry : gained) {
+    auto held = held_by(2, entry.key());
+    CAF_CHECK(held.found && held.secret == entry.secret
+              && held.stamp == entry.stamp);
+  }
+  for (const auto& entry : kept_elsewhere)
+    CAF_CHECK(!held_by(2, entry.key()).found);
+  CAF_CHECK(!held_by(0, own.key()).found);
+  CAF_CHECK(!held_by(1, own.key()).found);
+  CAF_CHECK_EQUAL(counters->keys_handed_off.load(), gained.size());
+  CAF_CHECK_EQUAL(counters->keys_repaired.load(), gained.size());
+  CAF_CHECK_EQUAL(counters->catching_up.load(), 0u);
+}
+
+CAF_TEST(a handoff names a valid asker) {
+  add_repair(0, false);
+  handoff_asker good{2, {"127.0.0.1:4301", "127.0.0.1:4304"}, 1, 1};
+  auto bad = [&](auto change) {
+    auto asker = good;
+    change(asker);
+    return asker;
+  };
+  scoped_actor self{sys};
+  for (auto asker :
+       {bad([](handoff_asker& x) { x.nodes.clear(); }),
+        bad([](handoff_asker& x) { x.asker = 2; }),
+        bad([](handoff_asker& x) { x.replicas = 0; }),
+        bad([](handoff_asker& x) { x.nodes[1] = "no port"; }),
+        bad([](handoff_asker& x) { x.nodes[1] = x.nodes[0]; })})
+    self
+      ->request(replicas[0].gateway, 10s, handoff_atom::value, asker,
+                secret_buckets{{0}})
+      .receive([](std::vector<secret_entry>&) { CAF_FAIL("answered rows"); },
+               [&](error& err) {
+                 CAF_CHECK_EQUAL(code_of(err), code(errc::invalid_request));
+               });
+  self
+    ->request(replicas[0].gateway, 10s, handoff_atom::value, good,
+              secret_buckets{{0}})
+    .receive([](std::vector<secret_entry>& rows) { CAF_CHECK(rows.empty()); },
+             [&](error& err) { CAF_FAIL(sys.render(err)); });
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -209,10 +209,21 @@ struct fixture {
 
   /// A repair of node `i`'s sessions, catching up first when `catch_up`,
   /// reporting to `caught_up`; its peers are given later (`introduce`).
+  /// Under `list` when given, as its node `self` with keys of
+  /// `replica_count` replicas.
   session_sync_actor sync_of(std::size_t i, bool catch_up,
-                             actor caught_up = {}) {
-    session_sync_settings settings{map,      i,     3,        10s, 0s, 100ms,
-                                   catch_up, replicas[i].catching_up,
+                             actor caught_up = {},
+                             std::optional<cluster_map> list = {},
+                             std::size_t self = 0,
+                             std::size_t replica_count = 3) {
+    session_sync_settings settings{list ? *list : map,
+                                   list ? self : i,
+                                   replica_count,
+                                   10s,
+                                   0s,
+                                   100ms,
+                                   catch_up,
+                                   replicas[i].catching_up,
                                    counters};
     auto result = spawn_session_sync(sys, replicas[i].services->database(),
                                      replicas[i].io, caught_up, settings);
@@ -616,6 +627,48 @@ CAF_TEST(a replica that lost what it held catches up before it answers reads) {
   CAF_CHECK_EQUAL(version_at(2, "t").content,
                   static_cast<uint8_t>(session_content::deleted));
   CAF_CHECK_GREATER_OR_EQUAL(counters->keys_repaired.load(), 2u);
+}
+
+CAF_TEST(a node under another list is handed off the sessions it keeps there) {
+  // Node 2 missed every write. It comes back under a list of the same
+  // nodes in another order, two replicas a session: its peers still serve
+  // the old list, refuse its comparison and hand off the sessions it is a
+  // replica of under its list, and no other.
+  auto h = handle();
+  auto persister = node(0, {node_actor{}, node_actor{}, silent()});
+  cluster_map reordered{2, {map.nodes()[2], map.nodes()[1], map.nodes()[0]},
+                        {2, 1, 0}};
+  std::vector<std::string> gained;
+  std::vector<std::string> kept_elsewhere;
+  for (int i = 0; i < 24; ++i) {
+    auto session = "s" + std::to_string(i);
+    CAF_REQUIRE(register_at(persister, session, h));
+    CAF_REQUIRE(persist_at(persister, session, h, "v" + session,
+                           {row("r", i)}));
+    auto key = routing_key{key_kind::session, session};
+    (replica_of(reordered, 2, key, 0) ? gained : kept_elsewhere)
+      .push_back(session);
+  }
+  CAF_REQUIRE_GREATER(gained.size(), 0u);
+  CAF_REQUIRE_GREATER(kept_elsewhere.size(), 0u);
+  scoped_actor waiter{sys};
+  auto repair = sync_of(2, true, actor_cast<actor>(waiter), reordered, 0, 2);
+  anon_send(repair, peer_up_atom::value, uint64_t{1}, replicas[1].gateway);
+  anon_send(repair, peer_up_atom::value, uint64_t{2}, replicas[0].gateway);
+  waiter->receive([](caught_up_atom) {},
+                  after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_CHECK(!replicas[2].catching_up->load());
+  for (const auto& session : gained) {
+    auto held = held_by(2, session);
+    CAF_CHECK(held && held->blob == "v" + session);
+    CAF_CHECK_EQUAL(version_at(2, session).generation,
+                    version_at(0, session).generation);
+  }
+  for (const auto& session : kept_elsewhere)
+    CAF_CHECK(!held_by(2, session));
+  // Both peers hold every session and offered each it gained.
+  CAF_CHECK_EQUAL(counters->keys_handed_off.load(), 2 * gained.size());
+  CAF_CHECK_EQUAL(counters->keys_repaired.load(), gained.size());
 }
 
 CAF_TEST(a catching up replica does not count toward a read) {

@@ -177,10 +177,21 @@ struct fixture {
 
   /// A repair of node `i`'s rooms, catching up first when `catch_up`,
   /// reporting to `caught_up`; its peers are given later (`introduce`).
+  /// Under `list` when given, as its node `self` with keys of
+  /// `replica_count` replicas.
   timeline_sync_actor sync_of(std::size_t i, bool catch_up,
-                              actor caught_up = {}) {
-    timeline_sync_settings settings{map,      i,     3,        10s, 0s, 100ms,
-                                    catch_up, replicas[i].catching_up,
+                              actor caught_up = {},
+                              std::optional<cluster_map> list = {},
+                              std::size_t self = 0,
+                              std::size_t replica_count = 3) {
+    timeline_sync_settings settings{list ? *list : map,
+                                    list ? self : i,
+                                    replica_count,
+                                    10s,
+                                    0s,
+                                    100ms,
+                                    catch_up,
+                                    replicas[i].catching_up,
                                     counters};
     auto result = spawn_timeline_sync(sys, replicas[i].services->database(),
                                       replicas[i].store, caught_up, settings);
@@ -319,11 +330,13 @@ CAF_TEST(a_coordinators_ballots_carry_its_id) {
 }
 
 CAF_TEST(a_repair_refuses_a_listing_asked_under_another_list) {
-  // Index 1 names another node in another version of the list.
+  // Index 1 names another node in a list of another node.
+  auto grown = map.nodes();
+  grown.push_back({"127.0.0.1", 4304});
   auto other = ask<std::vector<room_listing>>(
     replicas[0].gateway, replica_atom::value, room_atom::value,
     digest_atom::value,
-    cluster_map{map.version() + 1, map.nodes(), map.ids()}.fingerprint(),
+    cluster_map{map.version() + 1, grown, {0, 1, 2, 3}}.fingerprint(),
     uint64_t{1});
   CAF_REQUIRE(!other);
   CAF_CHECK_EQUAL(code_of(other.error()), code(errc::not_replica));
@@ -484,6 +497,46 @@ CAF_TEST(a_replica_catches_up_from_its_peers_before_it_takes_part) {
   CAF_CHECK_EQUAL(x.position, 2u);
   // Only the rooms node 2 is a replica of: every room here, with 3 nodes.
   CAF_CHECK_EQUAL(ids_at(2, "!other"), (std::vector<std::string>{"o0"}));
+}
+
+CAF_TEST(a_node_under_another_list_is_handed_off_the_rooms_it_keeps_there) {
+  // Node 2 missed every append. It comes back under a list of the same
+  // nodes in another order, two replicas a room: its peers still serve the
+  // old list, refuse its comparison and hand off the rooms it is a replica
+  // of under its list (their events in order, their positions), and no
+  // other.
+  auto n0 = node(0, {node_actor{}, node_actor{}, silent()}, 300ms);
+  cluster_map reordered{2, {map.nodes()[2], map.nodes()[1], map.nodes()[0]},
+                        {2, 1, 0}};
+  std::vector<std::string> gained;
+  std::vector<std::string> kept_elsewhere;
+  for (int i = 0; i < 12; ++i) {
+    auto room = "!r" + std::to_string(i);
+    CAF_REQUIRE(append_at(n0, room, events("e", 3)));
+    CAF_REQUIRE_EQUAL(backfill_at(n0, room, 2, 1).events.size(), 2u);
+    auto key = routing_key{key_kind::room, room};
+    (replica_of(reordered, 2, key, 0) ? gained : kept_elsewhere)
+      .push_back(room);
+  }
+  CAF_REQUIRE_GREATER(gained.size(), 0u);
+  CAF_REQUIRE_GREATER(kept_elsewhere.size(), 0u);
+  scoped_actor self{sys};
+  replicas[2].catching_up->store(true);
+  auto repair = sync_of(2, true, actor_cast<actor>(self), reordered, 0, 2);
+  anon_send(repair, peer_up_atom::value, uint64_t{1}, replicas[1].gateway);
+  anon_send(repair, peer_up_atom::value, uint64_t{2}, replicas[0].gateway);
+  self->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_CHECK(!replicas[2].catching_up->load());
+  for (const auto& room : gained) {
+    auto x = image_at(2, room);
+    CAF_CHECK_EQUAL(ids_of(x.events),
+                    (std::vector<std::string>{"e0", "e1", "e2"}));
+    CAF_CHECK(x.positioned && x.position == 1u);
+  }
+  for (const auto& room : kept_elsewhere)
+    CAF_CHECK(ids_at(2, room).empty());
+  CAF_CHECK_EQUAL(counters->keys_handed_off.load(), 2 * gained.size());
 }
 
 CAF_TEST(a_stopping_coordinator_answers_every_open_call) {
