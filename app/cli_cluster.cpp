@@ -1,6 +1,7 @@
 // coalesce-cli's cluster commands: `owner KIND KEY`, which nodes of --nodes
 // keep a key, by the same rendezvous hashing the cluster client routes with
-// (asks no node); `cluster status`, which list each node serves under.
+// (asks no node); `cluster status`, which list each node serves under and
+// how its handoff stands.
 
 #include <map>
 #include <set>
@@ -56,8 +57,31 @@ std::string joined(const std::vector<std::string>& xs) {
   return result;
 }
 
-/// One line a node of --nodes: the version and nodes of the list it serves
-/// under, or why it did not answer; then whether they all agree (list the
+/// What a node's repairs say of a change of the list: whether it still
+/// catches up (the keys it gained, or what it missed), and the keys it took
+/// and handed off since it started.
+std::string handoff_line(const node_stats& stats) {
+  std::string result;
+  if (stats.catching_up > 0)
+    result = "catching up (" + std::to_string(stats.catching_up)
+             + " of its repairs still wait for a peer)";
+  else
+    result = "caught up";
+  return result + "; keys repaired " + std::to_string(stats.keys_repaired)
+         + ", handed off " + std::to_string(stats.keys_handed_off);
+}
+
+/// `[#####.....]`: `done` of `all`, 20 marks wide.
+std::string progress_bar(std::size_t done, std::size_t all) {
+  constexpr std::size_t width = 20;
+  auto marks = all == 0 ? width : done * width / all;
+  return "[" + std::string(marks, '#') + std::string(width - marks, '.')
+         + "]";
+}
+
+/// Per node of --nodes: the version and nodes of the list it serves under
+/// and how its handoff stands, or why it did not answer; a progress bar
+/// while nodes catch up; then whether they all agree (list the
 /// same nodes in the same order: each node counts its versions itself).
 /// Exit 0 when every node answered under one list, else the first
 /// failure's code, or 4 when they answered under different lists.
@@ -69,6 +93,8 @@ int cluster_status(session& s) {
     return usage(*problem);
   std::map<std::vector<std::string>, std::set<uint64_t>> lists;
   int code = exit_ok;
+  std::size_t answered = 0;
+  std::size_t caught_up = 0;
   for (const auto& node : nodes.nodes()) {
     node_stats stats;
     if (auto failed = stats_of_node(s, node.host, node.port, stats)) {
@@ -79,8 +105,15 @@ int cluster_status(session& s) {
     }
     std::cout << node.text() << ": version " << stats.cluster_version << ": "
               << joined(stats.cluster) << '\n';
+    std::cout << "  " << handoff_line(stats) << '\n';
     lists[stats.cluster].insert(stats.cluster_version);
+    ++answered;
+    if (stats.catching_up == 0)
+      ++caught_up;
   }
+  if (answered > 0 && caught_up < answered)
+    std::cout << progress_bar(caught_up, answered) << ' ' << caught_up
+              << " of " << answered << " nodes caught up\n";
   if (lists.size() > 1) {
     std::cout << "the nodes serve under " << lists.size()
               << " different lists\n";
@@ -113,8 +146,9 @@ void add_cluster_commands(CLI::App& app, cli_commands& commands) {
     "cluster", "the cluster list the nodes of --nodes serve under");
   cluster->require_subcommand(1);
   auto status = cluster->add_subcommand(
-    "status", "print each node's list (its version and nodes), one a line, "
-              "and whether they agree (exit 4 when they do not)");
+    "status", "print each node's list (its version and nodes) and how its "
+              "handoff stands, a progress bar while nodes catch up, and "
+              "whether they agree (exit 4 when they do not)");
   commands.push_back({status, [](session& s) { return cluster_status(s); }});
 }
 
