@@ -300,6 +300,13 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
                                             atom, list_version, asker,
                                             std::move(buckets));
                     },
+                    [self](handoff_atom atom, handoff_asker& asker)
+                      -> caf::result<secret_digest> {
+                      if (auto refusal = refuse_sync(self))
+                        return std::move(*refusal);
+                      return self->delegate(self->state.replicas.secret_sync,
+                                            atom, std::move(asker));
+                    },
                     [self](handoff_atom atom, handoff_asker& asker,
                            secret_buckets& buckets)
                       -> caf::result<std::vector<secret_entry>> {

@@ -7,9 +7,9 @@
 //   chat, it catches up from the two, which still serve the old list and
 //   hand it off every row (docs/operating.md, "Changing the list"). Its
 //   rate is the keys it logged as refilled over the catch-up's own time
-//   (from its start to the last peer's exchange: the second peer hands off
-//   the same rows, which are compared and found held), in keys and in bytes
-//   (each row's encoded key and value) per second.
+//   (from its start to the last peer's exchange: the second peer's digests
+//   show the rows held, and it sends none), in keys and in bytes (each
+//   row's encoded key and value) per second.
 // - scan_write: the same rows, the RocksDB way: one of the two stopped, its
 //   directory opened with coalesce's storage, every secret scanned and
 //   written into a fresh database in batches of `batch` rows, synced, as the

@@ -60,9 +60,11 @@ using secret_sync_requests = caf::typed_actor<
   /// named, stamps included.
   caf::replies_to<digest_atom, uint64_t, uint64_t, secret_buckets>::with<
     std::vector<secret_entry>>,
-  /// The live rows this node holds, in the buckets named, of the chats the
-  /// asker is a replica of under its list, after making everything queued
-  /// here durable.
+  /// The digests of the live rows this node holds of the chats the asker
+  /// is a replica of under its list (a handoff), after making everything
+  /// queued here durable.
+  caf::replies_to<handoff_atom, handoff_asker>::with<secret_digest>,
+  /// Those rows, in the buckets named.
   caf::replies_to<handoff_atom, handoff_asker, secret_buckets>::with<
     std::vector<secret_entry>>>;
 

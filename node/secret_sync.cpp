@@ -116,15 +116,26 @@ caf::error scan_shared(sync_pointer self, std::size_t peer, Visit visit) {
     visit);
 }
 
-caf::expected<secret_digest> digest_of(sync_pointer self, std::size_t peer) {
+/// The digests of the live rows of the chats `wanted` takes.
+template <class Wanted>
+caf::expected<secret_digest> digest_where(sync_pointer self, Wanted wanted) {
   secret_digest result;
   result.buckets.resize(secret_sync_buckets, 0);
-  if (auto err = scan_shared(self, peer,
-                             [&](const secret_entry& row, uint32_t bucket) {
-                               result.buckets[bucket] += row_hash(row);
-                             }))
+  if (auto err = scan_chats(self, wanted,
+                            [&](const secret_entry& row, uint32_t bucket) {
+                              result.buckets[bucket] += row_hash(row);
+                            }))
     return err;
   return result;
+}
+
+/// The digests of the live rows this node shares with node `peer`.
+caf::expected<secret_digest> digest_of(sync_pointer self, std::size_t peer) {
+  const auto& settings = self->state.settings;
+  return digest_where(self, [&](const routing_key& key) {
+    return replica_of(settings.map, settings.replicas, key, settings.self)
+           && replica_of(settings.map, settings.replicas, key, peer);
+  });
 }
 
 caf::expected<std::vector<secret_entry>>
@@ -263,28 +274,54 @@ void take_handoff(sync_pointer self, std::vector<secret_entry> theirs,
             });
 }
 
-/// The exchange with a peer under another cluster list: a pull of every row
-/// it holds of the chats this node is a replica of under its own list (after
-/// a local flush, so that the comparison sees what the buffer holds).
+/// The exchange with a peer under another cluster list: a pull of what it
+/// holds of the chats this node is a replica of under its own list. The
+/// peer's digests of those chats first, then, after a local flush (so that
+/// what the buffer holds counts), the rows of the buckets where this node's
+/// own rows of its chats digest differently: a second peer that holds what
+/// the first handed off sends nothing.
 void handoff(sync_pointer self, const node_actor& gateway,
              exchange_done done) {
   const auto& settings = self->state.settings;
-  secret_buckets every;
-  for (uint32_t b = 0; b < secret_sync_buckets; ++b)
-    every.buckets.push_back(b);
+  auto asker = handoff_asker_of(settings.map, settings.self, settings.replicas);
+  auto timeout = settings.timeout;
   auto fail = [done](caf::error& err) { done(std::move(err)); };
-  self
-    ->request(gateway, settings.timeout, handoff_atom::value,
-              handoff_asker_of(settings.map, settings.self, settings.replicas),
-              std::move(every))
+  auto take_rows = [self, gateway, asker, timeout, done,
+                    fail](secret_buckets differing) {
+    self
+      ->request(gateway, timeout, handoff_atom::value, asker,
+                std::move(differing))
+      .then(
+        [self, done](std::vector<secret_entry>& theirs) {
+          take_handoff(self, std::move(theirs), done);
+        },
+        fail);
+  };
+  self->request(gateway, timeout, handoff_atom::value, asker)
     .then(
-      [self, done, fail](std::vector<secret_entry>& theirs) {
-        self
-          ->request(self->state.local, self->state.settings.timeout,
-                    flush_atom::value)
+      [self, timeout, done, fail, take_rows](secret_digest& theirs) {
+        if (theirs.buckets.size() != secret_sync_buckets)
+          return done(make_error(errc::invalid_request,
+                                 "the peer's digest has "
+                                   + std::to_string(theirs.buckets.size())
+                                   + " buckets"));
+        self->request(self->state.local, timeout, flush_atom::value)
           .then(
-            [self, done, theirs = std::move(theirs)](ok_atom) mutable {
-              take_handoff(self, std::move(theirs), done);
+            [self, done, take_rows, theirs = std::move(theirs)](ok_atom) {
+              const auto& settings = self->state.settings;
+              auto mine = digest_where(self, [&](const routing_key& key) {
+                return replica_of(settings.map, settings.replicas, key,
+                                  settings.self);
+              });
+              if (!mine)
+                return done(mine.error());
+              secret_buckets differing;
+              for (uint32_t b = 0; b < secret_sync_buckets; ++b)
+                if (mine->buckets[b] != theirs.buckets[b])
+                  differing.buckets.push_back(b);
+              if (differing.buckets.empty())
+                return done(uint64_t{0});
+              take_rows(std::move(differing));
             },
             fail);
       },
@@ -439,6 +476,28 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (!rows)
         return std::move(rows.error());
       return std::move(*rows);
+    },
+    [self](handoff_atom, handoff_asker& asker)
+      -> caf::result<secret_digest> {
+      auto list = list_of_asker(asker);
+      if (!list)
+        return std::move(list.error());
+      auto promise = self->make_response_promise<secret_digest>();
+      self
+        ->request(self->state.local, self->state.settings.timeout,
+                  flush_atom::value)
+        .then(
+          [self, promise, asker, list = std::move(*list)](ok_atom) mutable {
+            auto digest = digest_where(self, [&](const routing_key& key) {
+              return replica_of(list, asker.replicas, key, asker.asker);
+            });
+            if (digest)
+              promise.deliver(std::move(*digest));
+            else
+              promise.deliver(digest.error());
+          },
+          [promise](caf::error& err) mutable { promise.deliver(err); });
+      return promise;
     },
     [self](handoff_atom, handoff_asker& asker, secret_buckets& buckets)
       -> caf::result<std::vector<secret_entry>> {

@@ -35,11 +35,19 @@ class database;
 ///
 /// - **Catch-up.** A node that finds no clean-stop mark (it crashed, or its
 ///   data directory is new or was wiped) may have lost captures it had
-///   acknowledged from memory. It starts catching up: its coordinator
+///   acknowledged from memory; a node whose cluster list lost a node may
+///   have gained chats. It starts catching up: its coordinator
 ///   counts it out of every read (secret_replicas.hpp) until an exchange
 ///   with every peer has completed; it then tells the coordinator
 ///   (`caught_up_atom`) and logs what it repaired ("refilled" for an empty
 ///   directory). Exchanges that fail are retried every `retry`.
+/// - **Handoff.** A peer under another cluster list refuses step 1 (the
+///   asker's index names another node there). The asker then pulls
+///   instead, naming its whole list: the peer's digests of the chats the
+///   asker is a replica of under it, then the rows of the buckets where the
+///   asker's own rows of its chats differ; the asker queues those it lacks
+///   or holds differently. This is how a node that joined, or gained chats
+///   when another left, gets them from nodes still under the old list.
 /// - **Periodic repair.** Every `interval` (0: never) it runs the exchange
 ///   with every peer, counting the keys it repaired.
 /// - It serves its peers' exchanges (`secret_sync_requests`, through the

@@ -32,13 +32,20 @@ class database;
 /// running the pass makes them converge.
 ///
 /// - **Catch-up.** A node without a clean-stop mark (it crashed, or its
-///   data directory is new or was wiped) catches up from every peer
+///   data directory is new or was wiped), or whose cluster list lost a
+///   node (it may have gained rooms), catches up from every peer
 ///   before its replica counts in any round: `catching_up` is set
 ///   meanwhile, so its coordinator and its endpoint count it out
 ///   (timeline_replicas.hpp), and a replica that lost what it held never
 ///   makes an older log look newest nor promises a ballot twice. Then it
 ///   logs what it repaired and tells `caught_up`. Exchanges that fail are
 ///   retried every `retry`.
+/// - **Handoff.** A peer under another cluster list refuses the listing
+///   (the asker's index names another node there); the asker asks again
+///   naming its whole list, and the peer lists what it holds of the rooms
+///   the asker is a replica of under it. This is how a node that joined,
+///   or gained rooms when another left, gets them from nodes still under the
+///   old list. Both the catch-up and the periodic repair do so.
 /// - **Periodic repair.** Every `interval` (0: never) it runs the exchange
 ///   with every peer, counting the rooms it repaired.
 /// - It serves its peers' exchanges, through the gateway.

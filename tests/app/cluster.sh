@@ -545,9 +545,10 @@ test_a_handoff_interrupted_by_sigkill_completes_once_its_nodes_are_back() {
   start_node kill-n3 --coalesce.port="${PORTS[6]}" --coalesce.cluster="$grown" "${NODE_TLS[@]}" \
     || { CURRENT_OK=0; return; }
   PID_OF[3]=$NODE_PID
+  # Node 1, the first it compares with, hands off the rows (node 2's
+  # digests then show them held).
   check "node 1 hands off to the joining node within 30 s" \
     wait_log_count "$WORK/kill-n1.log" "secrets: handed off [0-9]* keys to 127.0.0.1:${PORTS[6]}" 1 30
-  check "node 2 too" wait_log_count "$WORK/kill-n2.log" "secrets: handed off [0-9]* keys to 127.0.0.1:${PORTS[6]}" 1 30
   out=$("$CLI" "${CLI_TLS[@]}" --nodes="$answering" cluster status)
   check "cluster status shows the joining node catching up" \
     grep -q "^  catching up (3 of its repairs still wait for a peer); keys repaired [0-9]*, handed off 0$" <<<"$out"

@@ -673,6 +673,35 @@ CAF_TEST(a node that joined is handed off its chats by peers under the old list)
   CAF_CHECK_EQUAL(counters->catching_up.load(), 0u);
 }
 
+CAF_TEST(a peer holding what another handed off hands off nothing again) {
+  // Both of the old pair hold every chat: the joining node takes each
+  // gained row from the first, and the second's digests show it held.
+  cluster_map old_list{std::vector<node_endpoint>{{"127.0.0.1", 4301},
+                                                  {"127.0.0.1", 4302}}};
+  cluster_map new_list{2, map.nodes(), {0, 1, 2}};
+  std::size_t gained = 0;
+  for (int i = 0; i < 24; ++i) {
+    secret_entry entry{"d" + std::to_string(i) + "@g.us", "a@s.whatsapp.net",
+                       "m", secret_of(static_cast<uint8_t>(i + 1)), 0, 7};
+    entry.stamp = entry.ts_stamp = (uint64_t(100 + i) << 10) | 1;
+    if (replica_of(new_list, 2, routing_key{key_kind::chat, entry.chat}, 2))
+      ++gained;
+    copy_to(0, {entry});
+    copy_to(1, {entry});
+  }
+  CAF_REQUIRE_GREATER(gained, 0u);
+  scoped_actor told{sys};
+  add_repair_under(0, old_list, 0, 2, false);
+  add_repair_under(1, old_list, 1, 2, false);
+  add_repair_under(2, new_list, 2, 2, true, actor_cast<actor>(told));
+  introduce_repairs();
+  told->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_CHECK_EQUAL(counters->keys_handed_off.load(), gained);
+  CAF_CHECK_EQUAL(counters->keys_repaired.load(), gained);
+  CAF_CHECK_EQUAL(counters->sync_rounds.load(), 2u);
+}
+
 CAF_TEST(a handoff names a valid asker) {
   add_repair(0, false);
   handoff_asker good{2, {"127.0.0.1:4301", "127.0.0.1:4304"}, 1, 1};
