@@ -150,8 +150,8 @@ caf::expected<cluster_map> list_of_asker(const handoff_asker& asker) {
   if (asker.replicas == 0)
     return refuse("keeps 0 replicas of a key");
   cluster_map list;
-  if (auto problem = cluster_map::parse(asker.nodes, "its list", list))
-    return refuse(*problem);
+  if (auto problem = cluster_map::parse(asker.nodes, "list", list))
+    return make_error(errc::invalid_request, "a handoff's asker's " + *problem);
   return list;
 }
 

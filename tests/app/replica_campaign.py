@@ -15,6 +15,16 @@ before the next:
              after a delay;
 - wipe:      SIGKILL a node, delete its data directory, restart it empty.
 
+With --membership the list changes under the load first, one step at a
+time as docs/operating.md says (joining nodes start first with the new list
+and an empty directory, then every other member restarts under it, each
+caught up before the next, leaving nodes stop last), over a pool of six
+nodes: 3 -> 4 (n3 joins), -> 5 (n4 joins while an old member is SIGKILLed
+and restarted: a sender of its handoff), n1 replaced by n5 (n1 killed and
+its directory deleted; n5 SIGKILLed during its catch-up and restarted: the
+receiver), back to 4 and 3 (n3, then n4, removed). Each step's time is in
+the result. The faults follow on the final three.
+
 A second load puts sessions (`session put`: a register, then a persist of a
 new blob with one new update row), hot ones and cold ones written once
 before the faults. A third appends events to rooms (1-3 at a time, a hot
@@ -87,6 +97,8 @@ class Node:
         self.log = os.path.join(campaign.work, f"n{index}.log")
         self.proc = None
         self.starts = 0
+        # The cluster list it starts with; the campaign's when None.
+        self.cluster_list = None
 
     def start(self):
         c = self.campaign
@@ -97,7 +109,7 @@ class Node:
                  f"--coalesce.port={self.port}",
                  f"--coalesce.db-path={self.db}",
                  "--coalesce.stats-interval=0s",
-                 f"--coalesce.cluster={c.cluster_list}",
+                 f"--coalesce.cluster={self.cluster_list or c.cluster_list}",
                  f"--coalesce.peer-timeout={c.peer_timeout}",
                  "--coalesce.replicas=3"] + c.node_tls,
                 stdout=log, stderr=subprocess.STDOUT)
@@ -115,6 +127,12 @@ class Node:
     def signal(self, sig):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
+
+    def stop(self):
+        """SIGTERM, and wait for the clean stop."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
 
     def kill(self):
         if self.proc and self.proc.poll() is None:
@@ -152,10 +170,15 @@ class Campaign:
         self.cli_tls = ["--openssl-certificate", f"{certs}/client.pem",
                         "--openssl-key", f"{certs}/client-key.pem",
                         "--openssl-cafile", f"{certs}/ca.pem"]
-        ports = free_ports(args.nodes)
-        self.nodes = [Node(self, i, p) for i, p in enumerate(ports)]
+        # A membership campaign grows and shrinks the list over a pool of
+        # six nodes, three listed at first.
+        pool = 6 if args.membership else args.nodes
+        ports = free_ports(pool)
+        self.pool = [Node(self, i, p) for i, p in enumerate(ports)]
+        self.nodes = self.pool[:args.nodes]
         self.cluster_list = json.dumps([n.where for n in self.nodes])
         self.nodes_arg = ",".join(n.where for n in self.nodes)
+        self.changes = []
         # The record kept outside the nodes: every write attempted, per key,
         # in the order the load made them, with whether it was answered ok.
         self.writes = {}
@@ -390,6 +413,77 @@ class Campaign:
             node.start()
         self.wait_caught_up()
 
+    # -- membership ----------------------------------------------------------
+
+    def use_list(self, members):
+        """Clients route by `members` from now on (a client with an older
+        list would adopt it from the nodes' refusals)."""
+        self.nodes = list(members)
+        self.nodes_arg = ",".join(n.where for n in members)
+
+    def restart_under(self, node, members):
+        node.stop()
+        node.cluster_list = json.dumps([n.where for n in members])
+        node.start()
+
+    def change(self, name, members, joining=(), leaving=(), sender_kill=False,
+               receiver_kill=False, wiped=()):
+        """One change of the list, done as docs/operating.md says: the
+        joining nodes start first with the new list and an empty directory
+        and catch up (handed off by nodes under the old list); then every
+        other member restarts under it, one at a time, each caught up before
+        the next; the leaving nodes stop last. `sender_kill`: an old member
+        is SIGKILLed as a joining node starts, and restarted after a delay;
+        `receiver_kill`: the joining node is SIGKILLed during its catch-up
+        and restarted from its directory. `wiped`: nodes gone for good
+        (killed, their directories deleted) before the change."""
+        started = time.time()
+        for node in wiped:
+            node.kill()
+            shutil.rmtree(node.db, ignore_errors=True)
+            self.faults["wipe"] += 1
+        listed = json.dumps([n.where for n in members])
+        for node in joining:
+            shutil.rmtree(node.db, ignore_errors=True)
+            node.cluster_list = listed
+            node.start()
+            if sender_kill:
+                sender = self.rng.choice([n for n in self.nodes
+                                          if n not in wiped])
+                sender.kill()
+                self.faults["kill"] += 1
+                time.sleep(self.delay())
+                sender.start()
+            if receiver_kill:
+                time.sleep(self.rng.uniform(0.0, 0.3))
+                node.kill()
+                self.faults["catch-up"] += 1
+                time.sleep(self.rng.uniform(0.5, 1.5))
+                node.start()
+        self.use_list(members)
+        self.wait_caught_up()
+        for node in members:
+            if node not in joining:
+                self.restart_under(node, members)
+                self.wait_caught_up()
+        for node in leaving:
+            node.stop()
+        self.changes.append({"change": name,
+                             "nodes": len(members),
+                             "seconds": round(time.time() - started, 1)})
+
+    def membership(self):
+        """3 -> 4 -> 5 nodes, one replaced, and back to 3."""
+        n = self.pool
+        self.change("join n3", n[:4], joining=[n[3]])
+        self.change("join n4, a sender killed", n[:5], joining=[n[4]],
+                    sender_kill=True)
+        replaced = [n[0], n[5], n[2], n[3], n[4]]
+        self.change("replace n1 by n5, the receiver killed", replaced,
+                    joining=[n[5]], receiver_kill=True, wiped=[n[1]])
+        self.change("remove n3", [n[0], n[5], n[2], n[4]], leaving=[n[3]])
+        self.change("remove n4", [n[0], n[5], n[2]], leaving=[n[4]])
+
     # -- checks --------------------------------------------------------------
 
     def allowed(self, key, before=None):
@@ -600,6 +694,8 @@ class Campaign:
         room_loader.start()
         kinds = ["kill", "catch-up", "stop", "wipe"]
         started = time.time()
+        if self.args.membership:
+            self.membership()
         for cycle in range(self.args.cycles):
             time.sleep(self.rng.uniform(0.2, 1.0))
             self.inject(kinds[cycle % 4] if cycle < 4 else self.rng.choice(kinds))
@@ -641,6 +737,7 @@ class Campaign:
             "campaign": "replicas", "nodes": len(self.nodes),
             "seed": self.args.seed, "cycles": self.args.cycles,
             "faults": self.faults, "seconds": round(time.time() - started),
+            "changes": self.changes,
             "put_batches_answered": self.answered_puts,
             "put_batches_failed": self.failed_puts,
             "flushes_answered": self.answered_flushes,
@@ -708,12 +805,15 @@ def main():
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--min-delay", type=float, default=1.0)
     p.add_argument("--max-delay", type=float, default=3.0)
+    p.add_argument("--membership", action="store_true",
+                   help="change the list under load first: 3 -> 4 -> 5 "
+                        "nodes, one replaced, back to 3")
     args = p.parse_args()
     campaign = Campaign(args)
     try:
         code = campaign.run()
     finally:
-        for n in campaign.nodes:
+        for n in campaign.pool:
             n.kill()
     sys.exit(code)
 
