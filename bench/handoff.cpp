@@ -28,10 +28,6 @@
 #include <thread>
 #include <vector>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 #include <nlohmann/json.hpp>
@@ -82,28 +78,6 @@ struct measurement {
     return static_cast<double>(keys) / scan_write_seconds;
   }
 };
-
-/// Ports the kernel hands out now, released at once: each node's fixed
-/// entry of the cluster list.
-std::vector<uint16_t> free_ports(std::size_t count) {
-  std::vector<int> sockets;
-  std::vector<uint16_t> ports;
-  for (std::size_t i = 0; i < count; ++i) {
-    auto fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof(addr);
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0
-        || getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) != 0)
-      fail("cannot get a free port");
-    sockets.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (auto fd : sockets)
-    close(fd);
-  return ports;
-}
 
 /// `["127.0.0.1:P",...]` of the first `count` ports.
 std::string list_of(const std::vector<uint16_t>& ports, std::size_t count) {
@@ -168,7 +142,7 @@ double scan_and_write(const std::string& from, const std::string& to,
 }
 
 measurement measure(caf::actor_system& sys, const bench_config& cfg) {
-  auto ports = free_ports(3);
+  auto ports = bench::free_ports("handoff", 3);
   auto pair = list_of(ports, 2);
   std::vector<std::unique_ptr<bench::temp_dir>> dirs;
   std::vector<std::unique_ptr<bench::node_process>> nodes;

@@ -20,9 +20,11 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,6 +86,29 @@ inline uint64_t resident_kib_of(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0)
       return std::strtoull(line.c_str() + 6, nullptr, 10);
   return 0;
+}
+
+/// Ports the kernel hands out now, released at once: each node's fixed
+/// entry of a cluster list. Ends benchmark `bench` when it cannot.
+inline std::vector<uint16_t> free_ports(const std::string& bench,
+                                        std::size_t count) {
+  std::vector<int> sockets;
+  std::vector<uint16_t> ports;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(addr);
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0
+        || getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) != 0)
+      fail_bench(bench, "cannot get a free port");
+    sockets.push_back(fd);
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (auto fd : sockets)
+    close(fd);
+  return ports;
 }
 
 /// The machine's 1-minute load average: what else was running shapes the

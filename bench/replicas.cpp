@@ -28,10 +28,6 @@
 #include <string>
 #include <vector>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 #include <nlohmann/json.hpp>
@@ -117,28 +113,6 @@ measurement measure_single(caf::actor_system& sys, const bench_config& cfg) {
   return result;
 }
 
-/// Ports the kernel hands out now, released at once: each node's fixed
-/// entry of the cluster list.
-std::vector<uint16_t> free_ports(std::size_t count) {
-  std::vector<int> sockets;
-  std::vector<uint16_t> ports;
-  for (std::size_t i = 0; i < count; ++i) {
-    auto fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof(addr);
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0
-        || getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) != 0)
-      fail("cannot get a free port");
-    sockets.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (auto fd : sockets)
-    close(fd);
-  return ports;
-}
-
 /// Waits until the node at `port` caught up from its peers: a fresh node
 /// does once, and refuses reads and writes of sessions until it has.
 void await_caught_up(caf::actor_system& sys, uint16_t port) {
@@ -163,7 +137,7 @@ void await_caught_up(caf::actor_system& sys, uint16_t port) {
 
 measurement measure_replicated(caf::actor_system& sys,
                                const bench_config& cfg) {
-  auto ports = free_ports(3);
+  auto ports = bench::free_ports("replicas", 3);
   std::string list;
   std::vector<std::string> entries;
   for (auto port : ports) {

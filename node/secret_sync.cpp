@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -126,6 +127,25 @@ caf::expected<secret_digest> digest_where(sync_pointer self, Wanted wanted) {
                               result.buckets[bucket] += row_hash(row);
                             }))
     return err;
+  return result;
+}
+
+/// The refusal of a peer's digest that does not have one sum per bucket.
+std::optional<caf::error> malformed(const secret_digest& theirs) {
+  if (theirs.buckets.size() == secret_sync_buckets)
+    return std::nullopt;
+  return make_error(errc::invalid_request,
+                    "the peer's digest has "
+                      + std::to_string(theirs.buckets.size()) + " buckets");
+}
+
+/// The buckets whose sums differ between two well-formed digests.
+secret_buckets buckets_differing(const secret_digest& mine,
+                                 const secret_digest& theirs) {
+  secret_buckets result;
+  for (uint32_t b = 0; b < secret_sync_buckets; ++b)
+    if (mine.buckets[b] != theirs.buckets[b])
+      result.buckets.push_back(b);
   return result;
 }
 
@@ -300,11 +320,8 @@ void handoff(sync_pointer self, const node_actor& gateway,
   self->request(gateway, timeout, handoff_atom::value, asker)
     .then(
       [self, timeout, done, fail, take_rows](secret_digest& theirs) {
-        if (theirs.buckets.size() != secret_sync_buckets)
-          return done(make_error(errc::invalid_request,
-                                 "the peer's digest has "
-                                   + std::to_string(theirs.buckets.size())
-                                   + " buckets"));
+        if (auto bad = malformed(theirs))
+          return done(std::move(*bad));
         self->request(self->state.local, timeout, flush_atom::value)
           .then(
             [self, done, take_rows, theirs = std::move(theirs)](ok_atom) {
@@ -315,10 +332,7 @@ void handoff(sync_pointer self, const node_actor& gateway,
               });
               if (!mine)
                 return done(mine.error());
-              secret_buckets differing;
-              for (uint32_t b = 0; b < secret_sync_buckets; ++b)
-                if (mine->buckets[b] != theirs.buckets[b])
-                  differing.buckets.push_back(b);
+              auto differing = buckets_differing(*mine, theirs);
               if (differing.buckets.empty())
                 return done(uint64_t{0});
               take_rows(std::move(differing));
@@ -342,11 +356,8 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
                 uint64_t{self->state.settings.self})
       .then(
         [self, peer, timeout, done, fail, gateway](secret_digest& theirs) {
-          if (theirs.buckets.size() != secret_sync_buckets)
-            return done(make_error(errc::invalid_request,
-                                   "the peer's digest has "
-                                     + std::to_string(theirs.buckets.size())
-                                     + " buckets"));
+          if (auto bad = malformed(theirs))
+            return done(std::move(*bad));
           self->request(self->state.local, timeout, flush_atom::value)
             .then(
               [self, peer, timeout, done, fail, gateway,
@@ -354,10 +365,7 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
                 auto mine = digest_of(self, peer);
                 if (!mine)
                   return done(mine.error());
-                secret_buckets differing;
-                for (uint32_t b = 0; b < secret_sync_buckets; ++b)
-                  if (mine->buckets[b] != theirs.buckets[b])
-                    differing.buckets.push_back(b);
+                auto differing = buckets_differing(*mine, theirs);
                 if (differing.buckets.empty())
                   return done(uint64_t{0});
                 auto wanted = differing.buckets;

@@ -35,7 +35,13 @@ void sync_rounds::start_catch_up(
 }
 
 void sync_rounds::retry_catch_up() {
-  if (catching_up_)
+  if (!catching_up_)
+    return;
+  // A peer that came up during a round is tried once the round ends, not
+  // at the next retry timer.
+  if (exchanging_)
+    retry_after_round_ = true;
+  else
     start_round({missing_.begin(), missing_.end()});
 }
 
@@ -56,6 +62,10 @@ void sync_rounds::peer_down(std::size_t peer) {
 void sync_rounds::next_exchange() {
   if (round_.empty()) {
     exchanging_ = false;
+    if (retry_after_round_) {
+      retry_after_round_ = false;
+      retry_catch_up();
+    }
     return;
   }
   exchanging_ = true;

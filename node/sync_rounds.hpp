@@ -96,6 +96,8 @@ private:
   /// The peers left in the round under way.
   std::deque<std::size_t> round_;
   bool exchanging_ = false;
+  /// Whether a catch-up retry came while a round ran.
+  bool retry_after_round_ = false;
   /// Peers whose last exchange failed: logged once until one succeeds.
   std::set<std::size_t> failing_;
   /// The peer of the exchange under way, and what ends it early.
