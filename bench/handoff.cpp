@@ -46,6 +46,8 @@ using namespace coalesce;
 
 namespace {
 
+using bench::round2;
+
 struct bench_config : caf::actor_system_config, bench::load_options {
   std::size_t write_batch = 4096;
 
@@ -186,10 +188,6 @@ measurement measure(caf::actor_system& sys, const bench_config& cfg) {
   return result;
 }
 
-double round2(double x) {
-  return std::round(x * 100) / 100;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -234,7 +232,8 @@ int main(int argc, char** argv) {
     {"keys", best.keys},
     {"bytes", best.bytes},
     {"handoff_keys_per_s", std::round(best.handoff_keys_per_s())},
-    {"handoff_bytes_per_s", std::round(bytes_per_s(best, best.handoff_seconds))},
+    {"handoff_bytes_per_s",
+     std::round(bytes_per_s(best, best.handoff_seconds))},
     {"scan_write_keys_per_s", std::round(base.scan_write_keys_per_s())},
     {"scan_write_bytes_per_s",
      std::round(bytes_per_s(base, base.scan_write_seconds))},

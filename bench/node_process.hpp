@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -109,6 +110,11 @@ inline std::vector<uint16_t> free_ports(const std::string& bench,
   for (auto fd : sockets)
     close(fd);
   return ports;
+}
+
+/// `x` to two decimals, as the benchmarks print ratios and times.
+inline double round2(double x) {
+  return std::round(x * 100) / 100;
 }
 
 /// The machine's 1-minute load average: what else was running shapes the

@@ -44,6 +44,8 @@ using namespace coalesce;
 
 namespace {
 
+using bench::round2;
+
 struct bench_config : caf::actor_system_config, bench::load_options {
   std::size_t sessions = 64;
   std::size_t persists = 20'000;
@@ -185,10 +187,6 @@ const measurement& best(const std::vector<measurement>& runs) {
   return *std::max_element(runs.begin(), runs.end(), [](auto& x, auto& y) {
     return x.rows_per_s < y.rows_per_s;
   });
-}
-
-double round2(double x) {
-  return std::round(x * 100) / 100;
 }
 
 double cpu_us_per_row(const bench_config& cfg, const measurement& run) {

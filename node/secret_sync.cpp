@@ -103,18 +103,21 @@ caf::error scan_chats(sync_pointer self, Wanted wanted, Visit visit) {
     });
 }
 
-/// Calls `visit(row, bucket)` for every live row this node shares with
-/// node `peer` (both are replicas of its chat).
-template <class Visit>
-caf::error scan_shared(sync_pointer self, std::size_t peer, Visit visit) {
-  const auto& settings = self->state.settings;
-  return scan_chats(
-    self,
-    [&](const routing_key& key) {
-      return replica_of(settings.map, settings.replicas, key, settings.self)
-             && replica_of(settings.map, settings.replicas, key, peer);
-    },
-    visit);
+/// Which chats this node shares with node `peer` (both are replicas).
+auto shared_with(sync_pointer self, std::size_t peer) {
+  return [self, peer](const routing_key& key) {
+    const auto& settings = self->state.settings;
+    return replica_of(settings.map, settings.replicas, key, settings.self)
+           && replica_of(settings.map, settings.replicas, key, peer);
+  };
+}
+
+/// Which chats node `asker` of `list` is a replica of (`replicas` each).
+auto replicated_by(const cluster_map& list, std::size_t replicas,
+                   std::size_t asker) {
+  return [&list, replicas, asker](const routing_key& key) {
+    return replica_of(list, replicas, key, asker);
+  };
 }
 
 /// The digests of the live rows of the chats `wanted` takes.
@@ -149,30 +152,43 @@ secret_buckets buckets_differing(const secret_digest& mine,
   return result;
 }
 
-/// The digests of the live rows this node shares with node `peer`.
-caf::expected<secret_digest> digest_of(sync_pointer self, std::size_t peer) {
-  const auto& settings = self->state.settings;
-  return digest_where(self, [&](const routing_key& key) {
-    return replica_of(settings.map, settings.replicas, key, settings.self)
-           && replica_of(settings.map, settings.replicas, key, peer);
-  });
-}
-
+/// The live rows of the chats `wanted` takes in the buckets named.
+template <class Wanted>
 caf::expected<std::vector<secret_entry>>
-rows_in(sync_pointer self, std::size_t peer,
-        const std::vector<uint32_t>& buckets) {
-  std::vector<bool> wanted(secret_sync_buckets, false);
+rows_where(sync_pointer self, Wanted wanted,
+           const std::vector<uint32_t>& buckets) {
+  std::vector<bool> in_bucket(secret_sync_buckets, false);
   for (auto b : buckets)
     if (b < secret_sync_buckets)
-      wanted[b] = true;
+      in_bucket[b] = true;
   std::vector<secret_entry> result;
-  if (auto err = scan_shared(self, peer,
-                             [&](const secret_entry& row, uint32_t bucket) {
-                               if (wanted[bucket])
-                                 result.push_back(row);
-                             }))
+  if (auto err = scan_chats(self, wanted,
+                            [&](const secret_entry& row, uint32_t bucket) {
+                              if (in_bucket[bucket])
+                                result.push_back(row);
+                            }))
     return err;
   return result;
+}
+
+/// Answers `promise` with `compute()` once the local buffer flushed, so
+/// that what it acknowledged from memory counts; or with the flush's error.
+template <class T, class Compute>
+void answer_after_flush(sync_pointer self,
+                        caf::typed_response_promise<T> promise,
+                        Compute compute) {
+  self
+    ->request(self->state.local, self->state.settings.timeout,
+              flush_atom::value)
+    .then(
+      [promise, compute](ok_atom) mutable {
+        caf::expected<T> result = compute();
+        if (result)
+          promise.deliver(std::move(*result));
+        else
+          promise.deliver(result.error());
+      },
+      [promise](caf::error& err) mutable { promise.deliver(err); });
 }
 
 using exchange_done = std::function<void(caf::expected<uint64_t>)>;
@@ -221,7 +237,7 @@ void send_rows(sync_pointer self, const Handle& to,
 void repair_buckets(sync_pointer self, std::size_t peer, node_actor gateway,
                     std::vector<uint32_t> buckets,
                     std::vector<secret_entry> theirs, exchange_done done) {
-  auto mine = rows_in(self, peer, buckets);
+  auto mine = rows_where(self, shared_with(self, peer), buckets);
   if (!mine)
     return done(mine.error());
   std::unordered_map<secret_key, const secret_entry*, secret_key_hash> own;
@@ -326,10 +342,9 @@ void handoff(sync_pointer self, const node_actor& gateway,
           .then(
             [self, done, take_rows, theirs = std::move(theirs)](ok_atom) {
               const auto& settings = self->state.settings;
-              auto mine = digest_where(self, [&](const routing_key& key) {
-                return replica_of(settings.map, settings.replicas, key,
-                                  settings.self);
-              });
+              auto mine = digest_where(
+                self,
+                replicated_by(settings.map, settings.replicas, settings.self));
               if (!mine)
                 return done(mine.error());
               auto differing = buckets_differing(*mine, theirs);
@@ -362,7 +377,7 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
             .then(
               [self, peer, timeout, done, fail, gateway,
                theirs = std::move(theirs)](ok_atom) {
-                auto mine = digest_of(self, peer);
+                auto mine = digest_where(self, shared_with(self, peer));
                 if (!mine)
                   return done(mine.error());
                 auto differing = buckets_differing(*mine, theirs);
@@ -459,18 +474,9 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
                                       asker))
         return std::move(*refusal);
       auto promise = self->make_response_promise<secret_digest>();
-      self
-        ->request(self->state.local, self->state.settings.timeout,
-                  flush_atom::value)
-        .then(
-          [self, asker, promise](ok_atom) mutable {
-            auto digest = digest_of(self, asker);
-            if (digest)
-              promise.deliver(std::move(*digest));
-            else
-              promise.deliver(digest.error());
-          },
-          [promise](caf::error& err) mutable { promise.deliver(err); });
+      answer_after_flush(self, promise, [self, asker] {
+        return digest_where(self, shared_with(self, asker));
+      });
       return promise;
     },
     [self](digest_atom, uint64_t asked_under, uint64_t asker,
@@ -480,7 +486,7 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (auto refusal = refuse_asker(settings.map, settings.self, asked_under,
                                       asker))
         return std::move(*refusal);
-      auto rows = rows_in(self, asker, buckets.buckets);
+      auto rows = rows_where(self, shared_with(self, asker), buckets.buckets);
       if (!rows)
         return std::move(rows.error());
       return std::move(*rows);
@@ -491,20 +497,12 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (!list)
         return std::move(list.error());
       auto promise = self->make_response_promise<secret_digest>();
-      self
-        ->request(self->state.local, self->state.settings.timeout,
-                  flush_atom::value)
-        .then(
-          [self, promise, asker, list = std::move(*list)](ok_atom) mutable {
-            auto digest = digest_where(self, [&](const routing_key& key) {
-              return replica_of(list, asker.replicas, key, asker.asker);
-            });
-            if (digest)
-              promise.deliver(std::move(*digest));
-            else
-              promise.deliver(digest.error());
-          },
-          [promise](caf::error& err) mutable { promise.deliver(err); });
+      answer_after_flush(self, promise,
+                         [self, asker, list = std::move(*list)] {
+                           return digest_where(
+                             self, replicated_by(list, asker.replicas,
+                                                 asker.asker));
+                         });
       return promise;
     },
     [self](handoff_atom, handoff_asker& asker, secret_buckets& buckets)
@@ -513,35 +511,17 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       if (!list)
         return std::move(list.error());
       auto promise = self->make_response_promise<std::vector<secret_entry>>();
-      self
-        ->request(self->state.local, self->state.settings.timeout,
-                  flush_atom::value)
-        .then(
-          [self, promise, asker, list = std::move(*list),
-           wanted = std::move(buckets.buckets)](ok_atom) mutable {
-            std::vector<bool> in_bucket(secret_sync_buckets, false);
-            for (auto b : wanted)
-              if (b < secret_sync_buckets)
-                in_bucket[b] = true;
-            std::vector<secret_entry> rows;
-            auto err = scan_chats(
-              self,
-              [&](const routing_key& key) {
-                return replica_of(list, asker.replicas, key, asker.asker);
-              },
-              [&](const secret_entry& row, uint32_t bucket) {
-                if (in_bucket[bucket])
-                  rows.push_back(row);
-              });
-            if (err) {
-              promise.deliver(std::move(err));
-              return;
-            }
+      answer_after_flush(
+        self, promise,
+        [self, asker, list = std::move(*list),
+         wanted = std::move(buckets.buckets)] {
+          auto rows = rows_where(
+            self, replicated_by(list, asker.replicas, asker.asker), wanted);
+          if (rows)
             note_handed_off(*self->state.settings.counters, "secrets", "keys",
-                            asker, rows.size());
-            promise.deliver(std::move(rows));
-          },
-          [promise](caf::error& err) mutable { promise.deliver(err); });
+                            asker, rows->size());
+          return rows;
+        });
       return promise;
     },
     [self](peer_up_atom, uint64_t index, node_actor& gateway) {
