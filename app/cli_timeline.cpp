@@ -1,9 +1,12 @@
 // coalesce-cli's timeline commands: appending events to a room, reading a
 // page of it, and backfilling a room's history through the scheduler.
 
+#include <chrono>
+#include <iostream>
 #include <memory>
 
 #include <CLI/CLI.hpp>
+
 
 #include "cli_command.hpp"
 #include "event_lines.hpp"
@@ -56,6 +59,7 @@ struct backfill_options {
   std::string until_type;
   uint32_t max_batches = 0;
   uint32_t batch_size = 30;
+  std::string wait_text = "5min";
 };
 
 /// The request the options ask for, or the usage sentence saying why not.
@@ -91,18 +95,40 @@ std::optional<std::string> make_request(const backfill_options& o,
   return std::nullopt;
 }
 
-/// Awaits the run's result. The run may take longer than one exchange:
-/// --timeout bounds each await, and a silent await is re-sent as long as
-/// the node answers a ping.
+/// Awaits the run's result. A run may take longer than one exchange:
+/// --timeout bounds each await, a silent await is re-sent (saying so on
+/// stderr) as long as the node answers a ping, and --wait bounds them all.
+/// Through --nodes, an issuer that is gone is final: its run went with it.
 std::optional<cli_failure> await_result(session& s, backfill_ticket ticket,
+                                        caf::timespan wait,
                                         backfill_result& result) {
+  using clock = std::chrono::steady_clock;
+  auto started = clock::now();
   for (;;) {
-    auto failed = s.ask(result, await_atom::value, ticket);
-    if (!failed || failed->code != exit_unreachable)
-      return failed;
+    caf::error failed;
+    s.self->request(s.node, s.timeout(), await_atom::value, ticket)
+      .receive([&](backfill_result& x) { result = std::move(x); },
+               [&](caf::error& err) { failed = std::move(err); });
+    if (!failed)
+      return std::nullopt;
+    if (failed != caf::sec::request_timeout)
+      return s.failure(failed);
     node_stats alive;
     if (auto ping = s.ask(alive, stats_atom::value))
       return ping;
+    auto waited = clock::now() - started;
+    if (waited >= wait)
+      return cli_failure{exit_unreachable,
+                         "the run of ticket " + std::to_string(ticket.id)
+                           + " had not ended after --wait "
+                           + caf::deep_to_string(wait)
+                           + "; the node answers, and the run may still end "
+                             "there"};
+    std::cerr << "coalesce-cli: the run of ticket " << ticket.id
+              << " has not ended after "
+              << std::chrono::duration_cast<std::chrono::seconds>(waited)
+                   .count()
+              << "s; the node answers, waiting again\n";
   }
 }
 
@@ -110,11 +136,16 @@ int backfill(session& s, const backfill_options& o) {
   backfill_request request;
   if (auto bad = make_request(o, request))
     return usage(*bad);
+  auto wait = parse_duration(o.wait_text);
+  if (!wait)
+    return usage("--wait \"" + o.wait_text
+                 + "\" is not a positive duration as in the config file, "
+                   "such as 30s or 5min");
   backfill_ticket ticket;
   if (auto failed = s.ask(ticket, enqueue_atom::value, request))
     return fail(*failed);
   backfill_result result;
-  if (auto failed = await_result(s, ticket, result))
+  if (auto failed = await_result(s, ticket, *wait, result))
     return fail(*failed);
   std::cout << to_string(result.reason) << '\n';
   for (const auto& event : result.events)
@@ -152,6 +183,11 @@ void add_backfill_command(CLI::App& app, cli_commands& commands) {
   cmd->add_option("--batch-size", o->batch_size, "events per batch")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
+  cmd
+    ->add_option("--wait", o->wait_text,
+                 "how long to wait for the run's result in all: each await "
+                 "is bounded by --timeout and re-sent while the node answers")
+    ->capture_default_str();
   commands.push_back({cmd, [o](session& s) { return backfill(s, *o); }});
 }
 

@@ -47,6 +47,17 @@ wait_running() {
   return 1
 }
 
+# wait_resent ERR N: waits until a CLI's stderr ERR says N times that it
+# re-sent its await, for at most 30s.
+wait_resent() {
+  local deadline=$((SECONDS + 30))
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(grep -c 'waiting again' "$1")" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # -- the tests ---------------------------------------------------------------
 
 test_a_dead_remote_pager_fails_runs_and_a_restarted_one_serves_again() {
@@ -95,6 +106,40 @@ test_a_dead_remote_pager_fails_runs_and_a_restarted_one_serves_again() {
     cmp -s "$WORK/again.out" <({ echo batch_limit_reached; newest_first 271 280; })
 }
 
+test_a_backfill_waits_past_its_timeout_while_the_node_answers_and_wait_bounds_it() {
+  start_node slow_b || { CURRENT_OK=0; return; }
+  local b_pid=$NODE_PID b_port=$PORT
+  check "history is appended to room !r on B" \
+    cli timeline append '!r' < <(events 1 30)
+  start_node waiting_a --coalesce.scheduler-remote-pager="127.0.0.1:$b_port" \
+    --coalesce.scheduler-pager-timeout=60s || { CURRENT_OK=0; return; }
+  local a_port=$PORT
+  # B frozen holds every page A asks for, within A's 60 s pager timeout.
+  kill -STOP "$b_pid"
+  local started=$SECONDS
+  "$CLI" --port="$a_port" --timeout=1s backfill '!r' --batch-size=10 \
+    --max-batches=1 --wait=3s >"$WORK/bounded.out" 2>"$WORK/bounded.err"
+  local rc=$? elapsed=$((SECONDS - started))
+  check "a run that outlasts --wait exits 3 (got $rc)" [ "$rc" = 3 ]
+  check "after --wait 3s (took ${elapsed}s)" [ "$elapsed" -ge 3 ]
+  check "well before the pager timeout (60s)" [ "$elapsed" -le 20 ]
+  check "its CLI says the run had not ended" \
+    grep -q "had not ended after --wait 3s" "$WORK/bounded.err"
+  check "and each await it re-sent" grep -q "waiting again" "$WORK/bounded.err"
+
+  "$CLI" --port="$a_port" --timeout=1s backfill '!r' --batch-size=10 \
+    --max-batches=1 --wait=60s >"$WORK/waited.out" 2>"$WORK/waited.err" &
+  local waiting=$!
+  check "a run with a longer --wait re-sends its await twice" \
+    wait_resent "$WORK/waited.err" 2
+  kill -CONT "$b_pid"
+  wait "$waiting"
+  rc=$?
+  check "once B answers it exits 0 (got $rc)" [ "$rc" = 0 ]
+  check "with the run's result" [ "$(head -n 1 "$WORK/waited.out")" = batch_limit_reached ]
+  check "and a batch of 10 events" [ "$(tail -n +2 "$WORK/waited.out" | wc -l)" = 10 ]
+}
+
 test_a_malformed_remote_pager_stops_start_up_naming_the_key() {
   "$NODE" --config-file="$ROOT/config/coalesce.ini" --coalesce.port=0 \
     --coalesce.db-path="$WORK/bad.db" --coalesce.scheduler-remote-pager=nohost \
@@ -106,5 +151,6 @@ test_a_malformed_remote_pager_stops_start_up_naming_the_key() {
 }
 
 run_test "a dead remote pager fails runs and a restarted one serves again"
+run_test "a backfill waits past its timeout while the node answers and wait bounds it"
 run_test "a malformed remote pager stops start up naming the key"
 finish_tests

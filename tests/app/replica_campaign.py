@@ -312,8 +312,11 @@ class Campaign:
 
     def backfill(self, room):
         started = time.time()
+        # --wait keeps a CLI call within the campaign's bound on one
+        # (a run whose node stays silent is then an answer lost).
         rc, out, _ = self.ccli(["backfill", room, "--batch-size", "3",
-                                "--max-batches", "1"], timeout="4s")
+                                "--max-batches", "1", "--wait", "60s"],
+                               timeout="4s")
         lines = out.splitlines()
         events = [line.split(" ")[0] for line in lines[1:]]
         self.backfills[room].append({"start": started, "end": time.time(),

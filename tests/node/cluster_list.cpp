@@ -96,7 +96,8 @@ CAF_TEST(a list that only adds nodes takes keys from a node and gives none) {
   auto before = list_of(abc);
   const auto& after = settled->record.list;
   for (int i = 0; i < 500; ++i) {
-    routing_key key{key_kind::chat, "c" + std::to_string(i)};
+    auto chat = "c" + std::to_string(i); // the key only views its value
+    routing_key key{key_kind::chat, chat};
     auto was = before.replica_indices(key, 2);
     auto is = after.replica_indices(key, 2);
     for (auto node : is)
