@@ -24,13 +24,15 @@
 
 namespace {
 
-/// Blocks SIGINT and SIGTERM in every thread (CAF's threads inherit the mask
-/// from this one), so that only the node's sigwait receives them.
-sigset_t block_shutdown_signals() {
+/// Blocks SIGINT, SIGTERM and SIGHUP in every thread (CAF's threads inherit
+/// the mask from this one), so that only the node's sigwait receives them:
+/// SIGHUP's default action would end the process without a flush.
+sigset_t block_node_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }
@@ -39,7 +41,7 @@ sigset_t block_shutdown_signals() {
 
 int main(int argc, char** argv) {
   using namespace coalesce;
-  auto shutdown_signals = block_shutdown_signals();
+  auto node_signals = block_node_signals();
   node_config cfg;
   if (auto problem = load_node_config(cfg, argc, argv); !problem.empty()) {
     std::cerr << "coalesce-node: invalid configuration: " << problem << '\n';
@@ -80,5 +82,5 @@ int main(int argc, char** argv) {
                  "openssl.cafile for mutual TLS",
                  cfg.settings.host);
   caf::actor_system sys{cfg};
-  return run_node(sys, cfg.settings, shutdown_signals);
+  return run_node(sys, cfg.settings, node_signals);
 }

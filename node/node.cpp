@@ -124,7 +124,7 @@ void unpublish_gateway(caf::actor_system& sys, const node_actor& gateway,
 } // namespace
 
 int run_node(caf::actor_system& sys, const node_settings& settings,
-             const sigset_t& shutdown_signals) {
+             const sigset_t& signals) {
   auto services = start_services(sys, settings.services);
   if (!services) {
     spdlog::critical("cannot start the services on coalesce.db-path = "
@@ -301,7 +301,14 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                              subscribers);
 
   int signal = 0;
-  sigwait(&shutdown_signals, &signal);
+  for (;;) {
+    sigwait(&signals, &signal);
+    if (signal != SIGHUP)
+      break;
+    spdlog::info("received SIGHUP: ignored, the node goes on (it logs to "
+                 "stdout and reads its config file only at start; SIGTERM "
+                 "stops it)");
+  }
   spdlog::info("received {}, shutting down within {}",
                signal == SIGINT ? "SIGINT" : "SIGTERM",
                caf::deep_to_string(settings.shutdown_timeout));

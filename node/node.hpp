@@ -15,13 +15,15 @@
 /// Shutdown, on SIGINT or SIGTERM: the gateway refuses remote requests,
 /// then the services stop in order within `shutdown_timeout` (every
 /// back-pagination caller answered, every queued secret written), and the
-/// database closes.
+/// database closes. SIGHUP is logged and ignored: the node logs to stdout
+/// (no file to reopen) and reads its config file only at start.
 namespace coalesce {
 
-/// Runs a node until one of `shutdown_signals` arrives (block them in every
-/// thread first, before the actor system starts its threads). Returns the
-/// process's exit status: success when everything queued was written.
+/// Runs a node until SIGINT or SIGTERM of `signals` arrives, logging and
+/// ignoring a SIGHUP among them (block them in every thread first, before
+/// the actor system starts its threads). Returns the process's exit
+/// status: success when everything queued was written.
 int run_node(caf::actor_system& sys, const node_settings& settings,
-             const sigset_t& shutdown_signals);
+             const sigset_t& signals);
 
 } // namespace coalesce

@@ -48,6 +48,28 @@ test_sigterm_without_flush_writes_everything() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+test_sighup_is_logged_and_the_node_goes_on() {
+  start_node hup || { CURRENT_OK=0; return; }
+  make_entries H 600 | cli secret put -
+  kill -HUP "$NODE_PID"
+  check "the node logs the SIGHUP" wait_log_count "$WORK/hup.log" "received SIGHUP: ignored" 1 30
+  check "the node is still running" kill -0 "$NODE_PID"
+  make_entries G 600 | cli secret put -
+  keys_of H 600 | cli secret get - >"$WORK/hup.out"
+  expected_lookups H 600 >"$WORK/hup.expected"
+  check "it serves what was put before the SIGHUP" \
+    cmp -s "$WORK/hup.expected" "$WORK/hup.out"
+  kill -TERM "$NODE_PID"
+  check "SIGTERM still stops it" wait_exit "$NODE_PID" 60
+  check "with everything written (exit $EXIT_CODE)" [ "$EXIT_CODE" = 0 ]
+  start_node hup || { CURRENT_OK=0; return; }
+  { keys_of H 600; keys_of G 600; } | cli secret get - >"$WORK/hup.after"
+  { expected_lookups H 600; expected_lookups G 600; } >"$WORK/hup.after.expected"
+  check "every entry is there after the restart" \
+    cmp -s "$WORK/hup.after.expected" "$WORK/hup.after"
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
 test_a_missing_key_exits_1() {
   start_node missing || { CURRENT_OK=0; return; }
   cli secret get g@g.us nobody NOPE >/dev/null 2>"$WORK/missing.err"
@@ -318,6 +340,7 @@ test_scripts_run_builds_only_the_node_and_the_cli() {
 run_test "bulk put and get through stdin"
 run_test "flushed entries survive sigkill"
 run_test "sigterm without flush writes everything"
+run_test "sighup is logged and the node goes on"
 run_test "a missing key exits 1"
 run_test "bad input is refused and the node keeps serving"
 run_test "an unreachable node exits 3 within the timeout"
