@@ -48,6 +48,12 @@ rocksdb::ColumnFamilyOptions plain_family_options();
 /// The secrets' merge operator and compaction filter (secret_store.cpp).
 rocksdb::ColumnFamilyOptions secrets_family_options();
 
+/// Registers the secrets' merge operator and compaction filter with
+/// RocksDB's object library under the names a directory's OPTIONS file
+/// gives them, so that a tool loading that file (ldb) creates them instead
+/// of falling back to others (secret_store.cpp).
+void register_family_options_by_name();
+
 /// One row per value of `family`, in the order of the enum.
 inline constexpr std::array<family_spec, family_count> family_table{{
   // RocksDB's own name for the family every database has.

@@ -7,6 +7,7 @@
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/merge_operator.h>
+#include <rocksdb/utilities/object_registry.h>
 #include <rocksdb/write_batch.h>
 
 #include <coalesce/messages/errc.hpp>
@@ -84,6 +85,25 @@ std::string invalid_secret_entry(const secret_entry& entry) {
     return "the secret must be " + std::to_string(secret_size) + " bytes, got "
            + std::to_string(entry.secret.size());
   return {};
+}
+
+void register_family_options_by_name() {
+  auto& library = *rocksdb::ObjectLibrary::Default();
+  library.AddFactory<rocksdb::MergeOperator>(
+    secret_merge_operator{}.Name(),
+    [](const std::string&, std::unique_ptr<rocksdb::MergeOperator>* guard,
+       std::string*) {
+      guard->reset(new secret_merge_operator);
+      return guard->get();
+    });
+  library.AddFactory<rocksdb::CompactionFilter>(
+    expired_secret_filter{}.Name(),
+    [](const std::string&, std::unique_ptr<rocksdb::CompactionFilter>*,
+       std::string*) -> rocksdb::CompactionFilter* {
+      // A compaction filter is shared, never owned by the options.
+      static expired_secret_filter filter;
+      return &filter;
+    });
 }
 
 rocksdb::ColumnFamilyOptions secrets_family_options() {
