@@ -250,7 +250,7 @@ void on_batch_written(buffer_pointer self, std::size_t size) {
   auto took = steady_clock::now() - st.batch_started;
   st.stats.batches_written += 1;
   st.stats.entries_written += size;
-  st.stats.last_batch_size = size;
+  st.stats.last_batch_entries = size;
   st.stats.last_write_latency_us
     = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
   st.write_backoff.reset();

@@ -14,7 +14,9 @@
 #include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
+#include "log_format.hpp"
 #include "node_config.hpp"
+#include "service_manager.hpp"
 #include <coalesce/node/node.hpp>
 
 #ifdef COALESCE_FAULT_SEAM
@@ -49,7 +51,7 @@ int main(int argc, char** argv) {
   }
   if (cfg.cli_helptext_printed)
     return EXIT_SUCCESS;
-  spdlog::set_level(spdlog::level::from_str(cfg.settings.log_level));
+  configure_logging(cfg.settings);
 #ifdef COALESCE_FAULT_SEAM
   // Test build only: the disk fails on demand, switched from a file.
   auto faults = std::make_shared<storage::fault_switches>();
@@ -72,15 +74,16 @@ int main(int argc, char** argv) {
     caf::put(cfg.content, "middleman.heartbeat-interval",
              caf::timespan{std::chrono::seconds{1}});
   cfg.load<caf::io::middleman>();
-  if (uses_tls(cfg))
+  if (uses_tls(cfg)) {
     cfg.load<caf::openssl::manager>();
-  else
+  } else {
     spdlog::warn("no TLS: the plain port on {} is for development only. CAF "
                  "0.17's plain port trusts the lengths peers send: garbage "
                  "from 300 connections left a node unreachable and grown to "
                  "3.9 GB resident. Set openssl.certificate, openssl.key and "
                  "openssl.cafile for mutual TLS",
                  cfg.settings.host);
+  }
   caf::actor_system sys{cfg};
-  return run_node(sys, cfg.settings, node_signals);
+  return run_node(sys, cfg.settings, node_signals, service_manager_events());
 }

@@ -137,26 +137,21 @@ void connect(client_pointer self, std::size_t index, caf::timespan budget) {
       [self, index](const caf::node_id&, caf::strong_actor_ptr& handle,
                     const std::set<std::string>& interface) {
         auto& link = self->state.links[index];
-        if (handle == nullptr)
-          return finish_connecting(self, index,
-                                   unreachable(link, "publishes no node"));
-        if (!self->system().assignable<node_actor>(interface))
-          return finish_connecting(
-            self, index,
-            unreachable(link, "is not a coalesce node of this version"));
-        link.handle = caf::actor_cast<node_actor>(std::move(handle));
+        auto node = node_answered(self->system(), link.where.text(),
+                                  std::move(handle), interface);
+        if (!node)
+          return finish_connecting(self, index, node.error());
+        link.handle = std::move(*node);
         self->monitor(link.handle);
         finish_connecting(self, index, caf::error{});
       },
+      // The sentences of a single node's connection (connect.hpp): a
+      // refused TLS handshake is named the same whichever way it was met.
       [self, index, budget](caf::error& err) {
-        auto& link = self->state.links[index];
-        finish_connecting(
-          self, index,
-          err == caf::sec::request_timeout
-            ? unreachable(link, "did not answer the connection within "
-                                  + caf::deep_to_string(budget))
-            : unreachable(link, "cannot be connected: "
-                                  + self->system().render(err)));
+        finish_connecting(self, index,
+                          connect_failed(self->system(),
+                                         self->state.links[index].where.text(),
+                                         err, budget));
       });
 }
 

@@ -204,6 +204,8 @@ typename Inspector::result_type inspect(Inspector& f, backfill_result& x) {
 struct backfill_scheduler_stats {
   /// Distinct (room, priority) runs waiting, per priority (low, normal, high).
   std::vector<uint64_t> queued{0, 0, 0};
+  /// Runs under way (their pages asked of the pager), at most the
+  /// concurrency cap.
   uint64_t running = 0;
   /// Requests that joined a run already queued or running.
   uint64_t coalesced_joins = 0;

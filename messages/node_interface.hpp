@@ -105,9 +105,10 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// (empty for a node alone): what the fields per peer below are indexed
   /// by, this node's own entry staying 0.
   std::vector<std::string> cluster;
-  /// That list's version: 1 for the first list a node stored, one more with
-  /// every change (0 for a node alone). Nodes serve under one list when
-  /// they show the same version and nodes (a node that joined later can
+  /// The version of the cluster list this node serves under: 1 for the
+  /// first list a node stored, one more with every change (0 for a node
+  /// alone). Nodes serve under one list when they show the same version
+  /// and nodes (a node that joined later can
   /// show another version for the same list, or the same version for
   /// another list: each counts its versions itself).
   uint64_t cluster_version = 0;

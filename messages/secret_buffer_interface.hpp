@@ -68,7 +68,7 @@ struct secret_buffer_descriptor {
   using gauges = members<&secret_buffer_stats::pending,
                          &secret_buffer_stats::waiting_producers,
                          &secret_buffer_stats::held_entries,
-                         &secret_buffer_stats::last_batch_size,
+                         &secret_buffer_stats::last_batch_entries,
                          &secret_buffer_stats::last_write_latency_us,
                          &secret_buffer_stats::failing_for_ms>;
   using counters = members<&secret_buffer_stats::batches_written,

@@ -17,18 +17,19 @@ struct secret_buffer_stats {
   /// Producers whose `queue` is not answered yet because the buffer is full
   /// (gauge).
   uint64_t waiting_producers = 0;
-  /// Entries those producers still hold back for lack of capacity (gauge).
+  /// Entries the waiting producers still hold back for lack of capacity
+  /// (gauge).
   uint64_t held_entries = 0;
   /// Batches RocksDB accepted.
   uint64_t batches_written = 0;
-  /// Entries carried by those batches.
+  /// Entries carried by the batches RocksDB accepted.
   uint64_t entries_written = 0;
   /// Batches RocksDB refused; their entries stayed pending and were retried.
   uint64_t failed_batches = 0;
-  /// Size of the last batch RocksDB accepted.
-  uint64_t last_batch_size = 0;
-  /// How long that batch took, from sending it to the drain worker to its
-  /// answer, in microseconds.
+  /// Entries in the last batch RocksDB accepted.
+  uint64_t last_batch_entries = 0;
+  /// How long the last accepted batch took, from sending it to the drain
+  /// worker to its answer, in microseconds.
   uint64_t last_write_latency_us = 0;
   /// Entries admitted past the high-water mark because their producer died
   /// while waiting for capacity.
@@ -53,7 +54,7 @@ auto with_named_fields(secret_buffer_stats& x, F&& f) {
            field("batches_written", x.batches_written),
            field("entries_written", x.entries_written),
            field("failed_batches", x.failed_batches),
-           field("last_batch_size", x.last_batch_size),
+           field("last_batch_entries", x.last_batch_entries),
            field("last_write_latency_us", x.last_write_latency_us),
            field("force_buffered", x.force_buffered),
            field("sealed", x.sealed), field("retries", x.retries),

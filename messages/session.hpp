@@ -81,9 +81,9 @@ struct session_persister_stats {
   uint64_t queued_requests = 0;
   /// Session writes storage accepted.
   uint64_t writes = 0;
-  /// Update rows those writes carried.
+  /// Update rows the accepted session writes carried.
   uint64_t rows_written = 0;
-  /// Update rows those writes removed.
+  /// Update rows the accepted session writes removed.
   uint64_t rows_removed = 0;
   /// Sessions whose last write failed (gauge).
   uint64_t failed_sessions = 0;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 
 #include <caf/all.hpp>
@@ -13,7 +14,11 @@
 #include <spdlog/spdlog.h>
 
 #include <coalesce/messages/errc.hpp>
+#include <coalesce/node/build_info.hpp>
+#include <coalesce/node/process_figures.hpp>
 #include <coalesce/storage/database.hpp>
+
+#include "stats_help.hpp"
 
 namespace coalesce {
 
@@ -60,6 +65,32 @@ bool is_gauge(const Stats& owner, const T& field) {
   return is_listed(owner, &field, typename classified_by_t<Stats>::gauges{});
 }
 
+/// The unqualified name of `T`, from the compiler's own spelling of this
+/// function (GCC and Clang: "... [with T = coalesce::node_stats; ...]" or
+/// "[T = coalesce::node_stats]").
+template <class T>
+std::string_view type_name() {
+  std::string_view text = __PRETTY_FUNCTION__;
+  auto start = text.find("T = ");
+  if (start == std::string_view::npos)
+    return {};
+  start += 4;
+  auto end = text.find_first_of(";]", start);
+  auto name = text.substr(start, end - start);
+  auto scope = name.rfind("::");
+  return scope == std::string_view::npos ? name : name.substr(scope + 2);
+}
+
+/// The doc comment of `Stats`'s field `field` (empty for none).
+template <class Stats>
+std::string help_of(const char* field) {
+  auto owner = type_name<Stats>();
+  for (const auto& entry : stats_help::fields)
+    if (owner == entry.type && std::string_view{field} == entry.field)
+      return entry.text;
+  return {};
+}
+
 template <class T>
 double as_number(const T& x) {
   return static_cast<double>(x);
@@ -69,12 +100,17 @@ double as_number(const T& x) {
 template <class Value>
 std::pair<stats_metric, double>
 metric_for(const std::string& path, const std::string& name_prefix,
-           const std::string& field_name, bool gauge) {
+           const std::string& field_name, bool gauge, std::string help) {
   stats_metric result;
   result.field = path;
+  result.help = std::move(help);
   result.kind = std::is_same_v<Value, bool> || gauge ? metric_kind::gauge
                                                      : metric_kind::counter;
   auto [name, factor] = with_base_unit(field_name);
+  if (factor != 1.0)
+    for (const char* unit : {"in microseconds", "in milliseconds"})
+      if (auto at = result.help.find(unit); at != std::string::npos)
+        result.help.replace(at, std::string{unit}.size(), "in seconds");
   result.name = "coalesce_" + name_prefix + name
                 + (result.kind == metric_kind::counter ? "_total" : "");
   return {std::move(result), factor};
@@ -94,8 +130,9 @@ void add_metrics(std::vector<stats_metric>& out, const std::string& path_prefix,
     });
   } else if constexpr (is_number_vector<T>::value) {
     using element = typename T::value_type;
-    auto [metric, factor] = metric_for<element>(path, name_prefix, field.name,
-                                                is_gauge(owner, field.value));
+    auto [metric, factor] = metric_for<element>(
+      path, name_prefix, field.name, is_gauge(owner, field.value),
+      help_of<Stats>(field.name));
     for (std::size_t i = 0; i < field.value.size(); ++i) {
       stats_metric::sample sample;
       if (field.names_indices())
@@ -108,7 +145,8 @@ void add_metrics(std::vector<stats_metric>& out, const std::string& path_prefix,
     out.push_back(std::move(metric));
   } else if constexpr (std::is_arithmetic_v<T>) {
     auto [metric, factor] = metric_for<T>(path, name_prefix, field.name,
-                                          is_gauge(owner, field.value));
+                                          is_gauge(owner, field.value),
+                                          help_of<Stats>(field.name));
     metric.samples.push_back({{}, as_number(field.value) * factor});
     out.push_back(std::move(metric));
   }
@@ -153,6 +191,11 @@ std::vector<stats_metric> stats_metrics(node_stats& stats) {
   with_named_fields(stats, [&](const auto&... fields) {
     (add_metrics(result, "", "", stats, fields), ...);
   });
+  result.erase(std::remove_if(result.begin(), result.end(),
+                              [](const stats_metric& x) {
+                                return x.field == "uptime_s";
+                              }),
+               result.end());
   return result;
 }
 
@@ -182,8 +225,8 @@ prom::ClientMetric gauge_value(double value,
 
 prom::MetricFamily to_family(const stats_metric& metric) {
   auto result = family(metric.name,
-                       "node_stats field " + metric.field
-                         + " (as coalesce-cli stats shows it)",
+                       metric.help + " (coalesce-cli stats: " + metric.field
+                         + ")",
                        metric.kind == metric_kind::counter
                          ? prom::MetricType::Counter
                          : prom::MetricType::Gauge);
@@ -267,6 +310,44 @@ void add_database_metrics(std::vector<prom::MetricFamily>& out,
                           db.fsync_latency()));
 }
 
+/// `coalesce_build_info` and the `process_*` metrics.
+void add_process_metrics(std::vector<prom::MetricFamily>& out) {
+  auto info = family("coalesce_build_info",
+                     "always 1; its labels name the version and the commit "
+                     "this node was built from",
+                     prom::MetricType::Gauge);
+  info.metric.push_back(gauge_value(
+    1, {{"version", build_version()}, {"commit", build_commit()}}));
+  out.push_back(std::move(info));
+  auto figures = read_process_figures();
+  if (!figures)
+    return;
+  auto add = [&](const char* name, const char* help, prom::MetricType type,
+                 double value) {
+    auto metric = family(name, help, type);
+    prom::ClientMetric sample;
+    if (type == prom::MetricType::Counter)
+      sample.counter.value = value;
+    else
+      sample.gauge.value = value;
+    metric.metric.push_back(std::move(sample));
+    out.push_back(std::move(metric));
+  };
+  add("process_cpu_seconds_total", "user and system CPU time spent, in seconds",
+      prom::MetricType::Counter, figures->cpu_seconds);
+  add("process_resident_memory_bytes", "resident memory size, in bytes",
+      prom::MetricType::Gauge, figures->resident_bytes);
+  add("process_virtual_memory_bytes", "virtual memory size, in bytes",
+      prom::MetricType::Gauge, figures->virtual_bytes);
+  add("process_open_fds", "open file descriptors",
+      prom::MetricType::Gauge, figures->open_fds);
+  add("process_max_fds", "the limit on open file descriptors",
+      prom::MetricType::Gauge, figures->max_fds);
+  add("process_start_time_seconds",
+      "when the node's process started, in seconds since the Unix epoch",
+      prom::MetricType::Gauge, figures->start_time_seconds);
+}
+
 /// What a scrape reads: asked on prometheus-cpp's HTTP threads, several
 /// scrapes at once.
 class node_collectable : public prom::Collectable {
@@ -299,6 +380,7 @@ public:
     up.metric.push_back(gauge_value(answered ? 1 : 0));
     result.push_back(std::move(up));
     add_database_metrics(result, *db_);
+    add_process_metrics(result);
     return result;
   }
 

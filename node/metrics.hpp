@@ -40,7 +40,12 @@ class database;
 /// - a vector indexed by an enum, or by the nodes of the cluster, is one
 ///   metric with a label per index, the label its field names (`priority`,
 ///   `reason`, `peer`): `coalesce_scheduler_queued{priority="low"}`,
-///   `coalesce_replica_failures_by_peer_total{peer="10.0.0.2:4300"}`.
+///   `coalesce_replica_failures_by_peer_total{peer="10.0.0.2:4300"}`;
+/// - HELP: the field's doc comment in its stats type.
+///
+/// Beside them: `coalesce_build_info{version,commit}`, the `process_*`
+/// metrics of Prometheus' conventions (CPU, memory, file descriptors, start
+/// time), the database's state and latency histograms.
 namespace coalesce {
 
 enum class metric_kind { counter, gauge };
@@ -50,6 +55,9 @@ struct stats_metric {
   std::string name;
   /// The field's path as the stats line names it (`secrets.pending`).
   std::string field;
+  /// What it measures: the doc comment of the field in its stats type
+  /// (cmake/stats_help.py).
+  std::string help;
   metric_kind kind = metric_kind::counter;
   struct sample {
     /// Label name and value; empty for a plain field.
@@ -64,7 +72,8 @@ struct stats_metric {
 /// batch's figures; derived from the descriptors' `gauges`.
 const std::vector<std::string>& gauge_fields();
 
-/// Every numeric field of `stats` as a metric, in field order.
+/// Every numeric field of `stats` as a metric, in field order, but
+/// `uptime_s`: the metrics carry the process's start time instead.
 std::vector<stats_metric> stats_metrics(node_stats& stats);
 
 /// The running HTTP endpoint; destroying it stops it (waiting for a scrape

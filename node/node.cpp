@@ -11,6 +11,7 @@
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/connect.hpp>
+#include <coalesce/node/build_info.hpp>
 #include <coalesce/node/cluster_list.hpp>
 #include <coalesce/node/metrics.hpp>
 #include <coalesce/node/peer_watch.hpp>
@@ -124,7 +125,8 @@ void unpublish_gateway(caf::actor_system& sys, const node_actor& gateway,
 } // namespace
 
 int run_node(caf::actor_system& sys, const node_settings& settings,
-             const sigset_t& signals) {
+             const sigset_t& signals, const node_events& events) {
+  spdlog::info("coalesce-node {} (commit {})", build_version(), build_commit());
   auto services = start_services(sys, settings.services);
   if (!services) {
     spdlog::critical("cannot start the services on coalesce.db-path = "
@@ -279,6 +281,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   }
   if (*metrics)
     spdlog::info("metrics on {}", (*metrics)->address());
+  if (events.ready)
+    events.ready(settings.host + ":" + std::to_string(*port));
   caf::actor reporter;
   if (settings.stats_interval.count() > 0)
     reporter = sys.spawn(stats_reporter, gateway, settings.stats_interval);
@@ -312,6 +316,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   spdlog::info("received {}, shutting down within {}",
                signal == SIGINT ? "SIGINT" : "SIGTERM",
                caf::deep_to_string(settings.shutdown_timeout));
+  if (events.stopping)
+    events.stopping();
   if (reporter)
     caf::anon_send_exit(reporter, caf::exit_reason::user_shutdown);
   if (watch)

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <csignal>
+#include <functional>
+#include <string>
 
 #include <caf/fwd.hpp>
 
@@ -19,11 +21,20 @@
 /// (no file to reopen) and reads its config file only at start.
 namespace coalesce {
 
+/// What the process running a node learns of its life, for a service
+/// manager (coalesce-node: app/service_manager.hpp). Either may be empty.
+struct node_events {
+  /// Once the node listens (and serves its metrics): "HOST:PORT".
+  std::function<void(const std::string& address)> ready;
+  /// When a shutdown begins.
+  std::function<void()> stopping;
+};
+
 /// Runs a node until SIGINT or SIGTERM of `signals` arrives, logging and
 /// ignoring a SIGHUP among them (block them in every thread first, before
 /// the actor system starts its threads). Returns the process's exit
 /// status: success when everything queued was written.
 int run_node(caf::actor_system& sys, const node_settings& settings,
-             const sigset_t& signals);
+             const sigset_t& signals, const node_events& events = {});
 
 } // namespace coalesce

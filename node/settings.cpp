@@ -49,6 +49,8 @@ void node_settings::add_to(caf::config_option_adder& adder) {
     .add(log_level, "log-level",
          described("trace, debug, info, warn, error, critical or off",
                    log_level))
+    .add(log_format, "log-format",
+         described("text or json (one object per line)", log_format))
     .add(host, "host", described("address to accept connections on", host))
     .add(port, "port",
          described("port to accept connections on (0: any free port)", port))
@@ -69,6 +71,9 @@ std::string node_settings::validate(const std::string& group) const {
       && log_level != "off")
     return group + ".log-level = " + quoted(log_level)
            + " must be one of trace, debug, info, warn, error, critical, off";
+  if (log_format != "text" && log_format != "json")
+    return group + ".log-format = " + quoted(log_format)
+           + " must be \"text\" or \"json\"";
   if (host.empty())
     return group + ".host must not be empty";
   if (shutdown_timeout.count() <= 0)

@@ -45,6 +45,9 @@ struct node_settings {
   service_settings services;
   /// spdlog level: trace, debug, info, warn, error, critical or off.
   std::string log_level = "info";
+  /// "text" ([time] [level] message; under the systemd journal, a syslog
+  /// priority prefix instead) or "json" (one object per line).
+  std::string log_format = "text";
   /// Address the node accepts connections on.
   std::string host = "127.0.0.1";
   /// Port the node accepts connections on; 0 picks a free one.

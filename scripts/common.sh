@@ -6,11 +6,13 @@ set -euo pipefail
 COALESCE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 COALESCE_BUILD="${COALESCE_BUILD:-$COALESCE_ROOT/build}"
 
-# Debian packages the build, the tests and the tools need.
+# Debian packages the build, the tests and the tools need (prometheus for
+# its promtool, which app.metrics lints the metrics page with).
 COALESCE_PACKAGES=(
   g++ cmake make pkg-config
   libcaf-dev librocksdb-dev libspdlog-dev libssl-dev
   libcli11-dev nlohmann-json3-dev prometheus-cpp-dev openssl curl ccache
+  python3 libsystemd-dev prometheus
 )
 
 coalesce_install_packages() {

@@ -431,7 +431,7 @@ CAF_TEST(a burst coalesces into one batch) {
     CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   auto st = stats();
   CAF_CHECK_EQUAL(st.batches_written, 1u);
-  CAF_CHECK_EQUAL(st.last_batch_size, 20u);
+  CAF_CHECK_EQUAL(st.last_batch_entries, 20u);
   for (uint8_t i = 0; i < 20; ++i)
     CAF_CHECK(stored_as("M" + std::to_string(i), i));
 }
@@ -469,7 +469,7 @@ CAF_TEST(one batch is in flight and later entries go into the next) {
   CAF_CHECK(stored_as("SECOND", 2));
   auto st = stats();
   CAF_CHECK_EQUAL(st.batches_written, 2u);
-  CAF_CHECK_EQUAL(st.last_batch_size, 1u);
+  CAF_CHECK_EQUAL(st.last_batch_entries, 1u);
   CAF_CHECK_EQUAL(st.pending, 0u);
 }
 
@@ -978,7 +978,7 @@ CAF_TEST(stats count batches entries and waiting producers) {
   auto st = stats();
   CAF_CHECK_EQUAL(st.batches_written, 1u);
   CAF_CHECK_EQUAL(st.entries_written, 2u);
-  CAF_CHECK_EQUAL(st.last_batch_size, 2u);
+  CAF_CHECK_EQUAL(st.last_batch_entries, 2u);
   CAF_CHECK_EQUAL(st.failed_batches, 0u);
   CAF_CHECK(!st.sealed);
   scoped_actor producer{sys};

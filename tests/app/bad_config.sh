@@ -118,6 +118,7 @@ persister-io-workers|0
 persister-io-workers|65
 persister-snapshot-timeout|0s
 log-level|loud
+log-format|xml
 host|
 host|10.1.2.3
 shutdown-timeout|0s

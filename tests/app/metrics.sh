@@ -47,7 +47,32 @@ test_the_metrics_are_named_by_kind_and_move_with_traffic() {
     has_type "$before" coalesce_scheduler_queued gauge
   check "labelled by priority" grep -q '^coalesce_scheduler_queued{priority="low"} 0' "$before"
   check "pending secrets are a gauge" has_type "$before" coalesce_secret_pending gauge
-  check "uptime is a gauge in seconds" has_type "$before" coalesce_uptime_seconds gauge
+  check "no uptime gauge" bash -c "! grep -q '^coalesce_uptime' '$before'"
+  check "the start time is a gauge" has_type "$before" process_start_time_seconds gauge
+  local started now
+  started=$(value "$before" process_start_time_seconds)
+  now=$(date +%s)
+  check "within the last 10 minutes ($started, now $now)" \
+    awk -v s="$started" -v n="$now" 'BEGIN { exit !(s > n - 600 && s <= n + 1) }'
+  check "CPU seconds are a counter" has_type "$before" process_cpu_seconds_total counter
+  check "resident memory in bytes is above 1 MiB" \
+    awk -v x="$(value "$before" process_resident_memory_bytes)" 'BEGIN { exit !(x > 1048576) }'
+  check "open file descriptors are counted" \
+    awk -v x="$(value "$before" process_open_fds)" 'BEGIN { exit !(x > 3) }'
+  check "the build names its version and commit" \
+    grep -Eq '^coalesce_build_info\{version="[0-9.]+",commit="([0-9a-f]{12}(-dirty)?|unknown)"\} 1$' "$before"
+  check "the node logs the same at start" \
+    grep -Eq "coalesce-node [0-9.]+ \(commit ([0-9a-f]{12}(-dirty)?|unknown)\)" "$WORK/traffic.log"
+  check "every HELP says what its metric measures" \
+    bash -c "! grep -E '^# HELP [a-z_]+ *$|node_stats field' '$before'"
+  if command -v promtool >/dev/null; then
+    promtool check metrics <"$before" >"$WORK/promtool.out" 2>&1
+    local lint=$?
+    check "promtool check metrics passes (exit $lint)" [ "$lint" = 0 ]
+    check "with no warning" [ ! -s "$WORK/promtool.out" ]
+  fi
+  check "a stats metric's HELP is its field's doc comment" \
+    grep -qx '# HELP coalesce_secret_pending Distinct keys waiting to be written. (coalesce-cli stats: secrets.pending)' "$before"
   check "the database is healthy" [ "$(value "$before" coalesce_database_healthy)" = 1 ]
   check "the stats were answered" [ "$(value "$before" coalesce_stats_up)" = 1 ]
   check "write latency is a histogram" has_type "$before" coalesce_write_seconds histogram

@@ -173,7 +173,7 @@ test_stats_json_carries_every_counter_of_the_stats_types() {
   out=$(cli stats)
   local field
   for field in uptime_s shutting_down refused_requests pending waiting_producers \
-      held_entries batches_written entries_written failed_batches last_batch_size \
+      held_entries batches_written entries_written failed_batches last_batch_entries \
       last_write_latency_us force_buffered sealed retries failing_for_ms last_error \
       running coalesced_joins events_bytes_held parked_awaits results_kept \
       results_bytes results_forgotten; do

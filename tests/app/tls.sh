@@ -105,6 +105,13 @@ test_a_client_without_a_certificate_is_refused_and_the_node_keeps_serving() {
   check "its sentence names the handshake and mutual TLS" \
     grep -q "closed the connection during the handshake: it may require mutual TLS" \
     "$WORK/nocert.err"
+  "$CLI" --nodes="127.0.0.1:$PORT" --timeout=10s secret put g@g.us a M1 \
+    "$(hex32 1)" 0 1 2>"$WORK/nocert-nodes.err"
+  rc=$?
+  check "through --nodes it exits 3 too (got $rc)" [ "$rc" = 3 ]
+  check "with the same sentence" \
+    grep -q "the node at 127.0.0.1:$PORT closed the connection during the handshake: it may require mutual TLS" \
+    "$WORK/nocert-nodes.err"
   check "the node is alive" kill -0 "$NODE_PID"
   check "a client with a certificate is served" tls_cli stats >/dev/null
   check "nothing of the refused put was stored" \
@@ -119,6 +126,13 @@ test_a_client_with_another_cas_certificate_is_refused() {
   check "the rogue CLI exits 3 (got $rc)" [ "$rc" = 3 ]
   check "its sentence names the failed TLS handshake" \
     grep -q "the TLS handshake with 127.0.0.1:$PORT failed" "$WORK/rogue.err"
+  rogue_cli --nodes="127.0.0.1:$PORT" --timeout=10s secret put g@g.us a M1 \
+    "$(hex32 1)" 0 1 2>"$WORK/rogue-nodes.err"
+  rc=$?
+  check "through --nodes it exits 3 too (got $rc)" [ "$rc" = 3 ]
+  check "with the same sentence" \
+    grep -q "the TLS handshake with 127.0.0.1:$PORT failed: the node refused this client's certificate" \
+    "$WORK/rogue-nodes.err"
   check "the node is alive" kill -0 "$NODE_PID"
   check "a client with a certificate is served" tls_cli stats >/dev/null
   check "nothing of the refused put was stored" \
