@@ -17,7 +17,9 @@
 #include "log_format.hpp"
 #include "node_config.hpp"
 #include "service_manager.hpp"
+#include <coalesce/client/tls_transport.hpp>
 #include <coalesce/node/node.hpp>
+#include <coalesce/node/tls_refusals.hpp>
 
 #ifdef COALESCE_FAULT_SEAM
 #  include "fault_control.hpp"
@@ -75,6 +77,10 @@ int main(int argc, char** argv) {
              caf::timespan{std::chrono::seconds{1}});
   cfg.load<caf::io::middleman>();
   if (uses_tls(cfg)) {
+    set_tls_options({cfg.settings.tls_min_version, cfg.settings.tls_ciphers,
+                     log_tls_refusal});
+    spdlog::info("TLS {} and later; TLS 1.2 ciphers \"{}\"",
+                 cfg.settings.tls_min_version, cfg.settings.tls_ciphers);
     cfg.load<caf::openssl::manager>();
   } else {
     spdlog::warn("no TLS: the plain port on {} is for development only. CAF "

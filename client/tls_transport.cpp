@@ -63,6 +63,39 @@ private:
   sigset_t saved_;
 };
 
+tls_options& options() {
+  static tls_options current;
+  return current;
+}
+
+/// "host:port" of the socket's peer.
+std::string peer_of(native_socket fd) {
+  sockaddr_storage address{};
+  socklen_t size = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0)
+    return "an unknown peer";
+  char host[NI_MAXHOST] = {};
+  char port[NI_MAXSERV] = {};
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&address), size, host,
+                  sizeof(host), port, sizeof(port),
+                  NI_NUMERICHOST | NI_NUMERICSERV)
+      != 0)
+    return "an unknown peer";
+  return address.ss_family == AF_INET6
+           ? "[" + std::string{host} + "]:" + port
+           : std::string{host} + ":" + port;
+}
+
+/// OpenSSL's reason for the first error in this thread's queue, or
+/// `fallback`.
+std::string first_error(const char* fallback) {
+  auto code = ERR_peek_error();
+  if (code == 0)
+    return fallback;
+  const char* reason = ERR_reason_error_string(code);
+  return reason != nullptr ? reason : fallback;
+}
+
 int passphrase_of(char* buf, int size, int, void* passphrase) {
   auto& text = *static_cast<std::string*>(passphrase);
   auto n = std::min(static_cast<size_t>(size - 1), text.size());
@@ -115,6 +148,7 @@ public:
       case SSL_ERROR_WANT_WRITE:
         return progress::want_write;
       default:
+        report_refusal();
         ERR_clear_error();
         return progress::failed;
     }
@@ -174,8 +208,17 @@ private:
       return false;
     SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
                        nullptr);
-    if (SSL_CTX_set_cipher_list(ctx_, "HIGH:!aNULL:!MD5") != 1)
+    const auto& chosen = options();
+    if (SSL_CTX_set_cipher_list(ctx_, chosen.ciphers.c_str()) != 1)
       return false;
+    if (SSL_CTX_set_min_proto_version(ctx_, chosen.min_version == "1.3"
+                                              ? TLS1_3_VERSION
+                                              : TLS1_2_VERSION)
+        != 1)
+      return false;
+    SSL_CTX_set_options(ctx_, SSL_OP_CIPHER_SERVER_PREFERENCE);
+    fd_ = fd;
+    accepting_ = accepting;
     ssl_ = SSL_new(ctx_);
     if (ssl_ == nullptr || SSL_set_fd(ssl_, fd) != 1)
       return false;
@@ -205,8 +248,21 @@ private:
     }
   }
 
+  /// Tells `options().on_refused` why the handshake failed: OpenSSL's
+  /// reason, or the peer's going away before it finished.
+  void report_refusal() {
+    const auto& report = options().on_refused;
+    if (!report)
+      return;
+    report(peer_of(fd_), accepting_,
+           first_error("the peer closed the connection during the "
+                       "handshake"));
+  }
+
   SSL_CTX* ctx_ = nullptr;
   SSL* ssl_ = nullptr;
+  native_socket fd_ = caf::io::network::invalid_native_socket;
+  bool accepting_ = false;
   bool handshaking_ = true;
   std::string passphrase_;
 };
@@ -548,6 +604,10 @@ private:
 };
 
 } // namespace
+
+void set_tls_options(tls_options x) {
+  options() = std::move(x);
+}
 
 caf::io::middleman_actor tls_middleman(caf::actor_system& sys) {
   static std::mutex spawning;

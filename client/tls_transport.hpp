@@ -1,5 +1,8 @@
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include <caf/fwd.hpp>
 #include <caf/io/middleman_actor.hpp>
 
@@ -19,6 +22,26 @@
 /// context per connection from the system's `openssl.*` settings, peer
 /// certificates required on both sides.
 namespace coalesce {
+
+/// What every connection of this transport uses beyond the `openssl.*`
+/// files. Process-wide, like OpenSSL's own state: set it before the first
+/// connection (the node does, from its config).
+struct tls_options {
+  /// The lowest protocol a handshake may use: "1.2" or "1.3".
+  std::string min_version = "1.2";
+  /// OpenSSL's cipher list for TLS 1.2 (TLS 1.3's suites all have forward
+  /// secrecy): by default only suites with it (CAF's own `HIGH:!aNULL:!MD5`
+  /// offered static RSA key exchange too). The accepting side's order wins.
+  std::string ciphers = "ECDHE+AESGCM:ECDHE+CHACHA20";
+  /// Told of each handshake that failed: the peer's address, whether the
+  /// peer connected to this process, and OpenSSL's reason. Called on the
+  /// multiplexer thread: it must not block. Empty: no one is told.
+  std::function<void(const std::string& peer, bool accepting,
+                     const std::string& reason)>
+    on_refused;
+};
+
+void set_tls_options(tls_options options);
 
 /// The actor that opens connections and ports with mutual TLS: answers the
 /// `caf::io::middleman_actor` interface like the openssl module's actor.

@@ -16,6 +16,7 @@
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/node/build_info.hpp>
 #include <coalesce/node/process_figures.hpp>
+#include <coalesce/node/tls_refusals.hpp>
 #include <coalesce/storage/database.hpp>
 
 #include "stats_help.hpp"
@@ -319,6 +320,17 @@ void add_process_metrics(std::vector<prom::MetricFamily>& out) {
   info.metric.push_back(gauge_value(
     1, {{"version", build_version()}, {"commit", build_commit()}}));
   out.push_back(std::move(info));
+  auto refused = family("coalesce_tls_handshakes_refused_total",
+                        "TLS handshakes refused by this node or its peers "
+                        "(no certificate, a foreign CA, an old protocol, no "
+                        "common cipher); each is logged, at most 10 lines a "
+                        "minute",
+                        prom::MetricType::Counter);
+  prom::ClientMetric refused_value;
+  refused_value.counter.value
+    = static_cast<double>(tls_handshakes_refused().load());
+  refused.metric.push_back(std::move(refused_value));
+  out.push_back(std::move(refused));
   auto figures = read_process_figures();
   if (!figures)
     return;

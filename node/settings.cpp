@@ -3,6 +3,7 @@
 #include <caf/config_option_adder.hpp>
 #include <caf/make_config_option.hpp>
 #include <caf/deep_to_string.hpp>
+#include <openssl/ssl.h>
 #include <spdlog/common.h>
 
 #include <coalesce/actors/option_text.hpp>
@@ -14,6 +15,17 @@ namespace {
 
 std::string quoted(const std::string& x) {
   return "\"" + x + "\"";
+}
+
+/// Whether OpenSSL's parser takes `list` for TLS 1.2: it fails a list that
+/// selects no cipher.
+bool valid_cipher_list(const std::string& list) {
+  auto* ctx = SSL_CTX_new(TLS_method());
+  if (ctx == nullptr)
+    return false;
+  auto valid = SSL_CTX_set_cipher_list(ctx, list.c_str()) == 1;
+  SSL_CTX_free(ctx);
+  return valid;
 }
 
 } // namespace
@@ -59,7 +71,13 @@ void node_settings::add_to(caf::config_option_adder& adder) {
                    shutdown_timeout))
     .add(stats_interval, "stats-interval",
          described("how often a stats line is logged (0s: never)",
-                   stats_interval));
+                   stats_interval))
+    .add(tls_min_version, "tls-min-version",
+         described("with TLS, the lowest protocol: 1.2 or 1.3",
+                   tls_min_version))
+    .add(tls_ciphers, "tls-ciphers",
+         described("with TLS, OpenSSL's cipher list for TLS 1.2",
+                   tls_ciphers));
   metrics.add_to(adder);
   cluster.add_to(adder);
 }
@@ -82,6 +100,13 @@ std::string node_settings::validate(const std::string& group) const {
   if (stats_interval.count() < 0)
     return group + ".stats-interval = " + duration_text(stats_interval)
            + " must not be negative";
+  if (tls_min_version != "1.2" && tls_min_version != "1.3")
+    return group + ".tls-min-version = " + quoted(tls_min_version)
+           + " must be \"1.2\" or \"1.3\"";
+  if (!valid_cipher_list(tls_ciphers))
+    return group + ".tls-ciphers = " + quoted(tls_ciphers)
+           + " selects no TLS 1.2 cipher OpenSSL knows (see `openssl "
+             "ciphers -v LIST`)";
   if (auto problem = metrics.validate(group, port); !problem.empty())
     return problem;
   if (auto problem = cluster.validate(group, host, port); !problem.empty())

@@ -56,6 +56,11 @@ struct node_settings {
   caf::timespan shutdown_timeout = std::chrono::seconds{30};
   /// How often a stats line is logged; 0 turns it off.
   caf::timespan stats_interval = std::chrono::seconds{60};
+  /// With TLS: the lowest protocol a handshake may use, "1.2" or "1.3".
+  std::string tls_min_version = "1.2";
+  /// With TLS: OpenSSL's cipher list for TLS 1.2 (TLS 1.3's suites all
+  /// have forward secrecy); by default only suites with it.
+  std::string tls_ciphers = "ECDHE+AESGCM:ECDHE+CHACHA20";
   metrics_options metrics;
   cluster_options cluster;
 

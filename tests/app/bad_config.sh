@@ -119,6 +119,8 @@ persister-io-workers|65
 persister-snapshot-timeout|0s
 log-level|loud
 log-format|xml
+tls-min-version|1.1
+tls-ciphers|NOPE
 host|
 host|10.1.2.3
 shutdown-timeout|0s

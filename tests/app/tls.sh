@@ -152,6 +152,64 @@ test_a_node_with_another_cas_certificate_is_refused_by_the_client() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+# s_client_to PORT OUT ARGS...: one handshake of openssl s_client with the
+# CA-signed client certificate and ARGS; its output in OUT; the exit status
+# is s_client's.
+s_client_to() {
+  local port="$1" out="$2"
+  shift 2
+  timeout 20 openssl s_client -connect "127.0.0.1:$port" -cert "$CERTS/client.pem" \
+    -key "$CERTS/client-key.pem" -CAfile "$CERTS/ca.pem" "$@" </dev/null >"$out" 2>&1
+}
+
+test_tls_1_2_offers_only_suites_with_forward_secrecy() {
+  start_node fs "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
+  check "the node logs its TLS policy" \
+    grep -q 'TLS 1.2 and later; TLS 1.2 ciphers "ECDHE+AESGCM:ECDHE+CHACHA20"' "$WORK/fs.log"
+  s_client_to "$PORT" "$WORK/ecdhe.out" -tls1_2 -cipher ECDHE-RSA-AES256-GCM-SHA384
+  check "TLS 1.2 with ECDHE is served" grep -q "Cipher is ECDHE-RSA-AES256-GCM-SHA384" "$WORK/ecdhe.out"
+  s_client_to "$PORT" "$WORK/rsa.out" -tls1_2 -cipher AES256-GCM-SHA384
+  check "static RSA key exchange is refused" \
+    bash -c "! grep -q 'Cipher is AES256-GCM-SHA384' '$WORK/rsa.out'"
+  s_client_to "$PORT" "$WORK/tls13.out" -tls1_3
+  check "TLS 1.3 is served" grep -q "TLSv1.3" "$WORK/tls13.out"
+  check "a client with a certificate is still served" tls_cli stats >/dev/null
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_tls_min_version_1_3_refuses_tls_1_2() {
+  start_node only13 "${NODE_TLS[@]}" --coalesce.tls-min-version=1.3 || { CURRENT_OK=0; return; }
+  s_client_to "$PORT" "$WORK/only13-12.out" -tls1_2
+  check "TLS 1.2 is refused" bash -c "! grep -q 'Cipher is ECDHE' '$WORK/only13-12.out'"
+  s_client_to "$PORT" "$WORK/only13-13.out" -tls1_3
+  check "TLS 1.3 is served" grep -q "TLSv1.3" "$WORK/only13-13.out"
+  check "the CLI is served" tls_cli stats >/dev/null
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
+test_refused_handshakes_are_logged_with_the_peer_and_counted() {
+  start_with_metrics refusing "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
+  "$CLI" --port="$PORT" --timeout=10s stats >/dev/null 2>&1
+  check "a refusal is logged with the peer's address and the reason" \
+    wait_log_count "$WORK/refusing.log" \
+    "TLS handshake from 127.0.0.1:[0-9]* refused: " 1 30
+  local i
+  for i in $(seq 1 30); do
+    timeout 10 openssl s_client -connect "127.0.0.1:$PORT" -CAfile "$CERTS/ca.pem" \
+      </dev/null >/dev/null 2>&1
+  done
+  curl -sS --max-time 20 "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/refusing.prom"
+  local refused
+  refused=$(awk '$1 == "coalesce_tls_handshakes_refused_total" { print $2 }' "$WORK/refusing.prom")
+  check "the metric counts all 31 (got $refused)" \
+    awk -v x="$refused" 'BEGIN { exit !(x >= 31) }'
+  local lines
+  lines=$(grep -c "TLS handshake from" "$WORK/refusing.log")
+  check "at most 10 lines a minute ($lines)" [ "$lines" -le 10 ]
+  check "a client with a certificate is served" tls_cli stats >/dev/null
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
 test_start_up_is_refused_for_each_bad_tls_file() {
   local c="$CERTS"
   refused_start "certificate without key" \
@@ -342,6 +400,9 @@ run_test "the openssl section of the config file turns on tls"
 run_test "a client without a certificate is refused and the node keeps serving"
 run_test "a client with another cas certificate is refused"
 run_test "a node with another cas certificate is refused by the client"
+run_test "tls 1 2 offers only suites with forward secrecy"
+run_test "tls min version 1 3 refuses tls 1 2"
+run_test "refused handshakes are logged with the peer and counted"
 run_test "start up is refused for each bad tls file"
 run_test "a non loopback host without tls is refused"
 run_test "a plain loopback node warns about its port"
