@@ -93,7 +93,10 @@ test_json_log_lines_are_one_object_each() {
   check "the node stops cleanly" wait_exit "$NODE_PID" 60
   check "every line is an object with time, level and message" python3 - "$WORK/json.log" <<'PY'
 import json, re, sys
-lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+# Sanitizer builds report on stderr, which the log file shares: those lines
+# are not the node's log.
+lines = [line for line in open(sys.argv[1], encoding="utf-8").read().splitlines()
+         if ": runtime error: " not in line]
 assert len(lines) > 5, len(lines)
 levels = set()
 for line in lines:
