@@ -185,6 +185,7 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
     stats.cluster = st.peers->cluster;
     stats.cluster_version = st.peers->cluster_version;
     stats.peers_on_other_lists = st.peers->peers_on_other_lists.load();
+    stats.cluster_lists_counted = st.peers->cluster_lists_counted.load();
     for (const auto& node : st.peers->by_node) {
       stats.peer_down.push_back(node.down ? 1 : 0);
       stats.replica_requests_by_peer.push_back(node.replica_requests.load());

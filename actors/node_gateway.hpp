@@ -119,6 +119,8 @@ struct peer_counters {
   std::atomic<uint64_t> losses{0};
   /// Peers whose last answer named another version of the cluster list.
   std::atomic<uint64_t> peers_on_other_lists{0};
+  /// The lists the coordinators count majorities under (node_stats says).
+  std::atomic<uint64_t> cluster_lists_counted{0};
   std::atomic<uint64_t> replica_requests{0};
   std::atomic<uint64_t> replica_failures{0};
   std::atomic<uint64_t> catching_up{0};

@@ -67,8 +67,15 @@ std::string handoff_line(const node_stats& stats) {
              + " of its repairs still wait for a peer)";
   else
     result = "caught up";
-  return result + "; keys repaired " + std::to_string(stats.keys_repaired)
-         + ", handed off " + std::to_string(stats.keys_handed_off);
+  result += "; keys repaired " + std::to_string(stats.keys_repaired)
+            + ", handed off " + std::to_string(stats.keys_handed_off);
+  if (stats.cluster_lists_counted > 1)
+    result += "; counts majorities under "
+              + std::to_string(stats.cluster_lists_counted)
+              + " lists (joint quorums while the list changes)";
+  else if (stats.cluster_lists_counted == 0 && !stats.cluster.empty())
+    result += "; has not yet heard every peer's list (coordinates nothing)";
+  return result;
 }
 
 /// `[#####.....]`: `done` of `all`, 20 marks wide.

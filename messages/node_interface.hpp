@@ -116,6 +116,12 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// version or its nodes; each is logged): 0 once every reachable node
   /// agrees.
   uint64_t peers_on_other_lists = 0;
+  /// The cluster lists this node's coordinators count a majority of each
+  /// key's replicas under: 1 (its own), 2 or more while a peer serves
+  /// under another list (joint quorums during a change of the list), 0
+  /// while it has not yet heard from every peer which list it serves
+  /// under (it coordinates nothing then) and for a node alone.
+  uint64_t cluster_lists_counted = 0;
   /// Per node: 1 while this node counts it down (as in `peers_down`).
   std::vector<uint64_t> peer_down;
   /// Per node: `replica_requests` and `replica_failures` sent to it (copies,
@@ -140,6 +146,7 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("cluster", x.cluster),
            field("cluster_version", x.cluster_version),
            field("peers_on_other_lists", x.peers_on_other_lists),
+           field("cluster_lists_counted", x.cluster_lists_counted),
            named_indices_field("peer_down", x.peer_down, "peer", x.cluster),
            named_indices_field("replica_requests_by_peer",
                                x.replica_requests_by_peer, "peer", x.cluster),
@@ -170,7 +177,8 @@ struct node_own_stats {
   using gauges = members<&node_stats::uptime_s, &node_stats::peers_down,
                          &node_stats::catching_up, &node_stats::peer_down,
                          &node_stats::cluster_version,
-                         &node_stats::peers_on_other_lists>;
+                         &node_stats::peers_on_other_lists,
+                         &node_stats::cluster_lists_counted>;
   using counters
     = members<&node_stats::refused_requests, &node_stats::peer_losses,
               &node_stats::replica_requests, &node_stats::replica_failures,

@@ -162,6 +162,10 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                                                       cluster.version())
                     : nullptr;
   auto handles = local.handles();
+  // What the peer watch learns of the lists its peers serve under, which
+  // the coordinators count majorities by while the list changes.
+  auto lists = clustered ? std::make_shared<serving_lists>(cluster.size() - 1)
+                         : nullptr;
   secret_replicas_actor replicas;
   secret_sync_actor repair;
   if (settings.cluster.replicates_secrets()) {
@@ -180,7 +184,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                                       settings.cluster.replicas,
                                       settings.cluster.peer_timeout, counters,
                                       catch_up,
-                                      settings.cluster.sync_timeout()});
+                                      settings.cluster.sync_timeout(), lists});
     repair = spawn_secret_sync(
       sys, local.database(), buffer, caf::actor_cast<caf::actor>(replicas),
       {cluster, self_index, settings.cluster.replicas,
@@ -201,7 +205,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     sessions = start_replicated_sessions(
       sys, io,
       {cluster, self_index, settings.cluster.replicas,
-       settings.cluster.peer_timeout, counters, catching_up},
+       settings.cluster.peer_timeout, counters, catching_up, lists},
       settings.services.session_persister);
     session_repair = spawn_session_sync(
       sys, local.database(), io, {},
@@ -220,7 +224,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     rooms = start_replicated_rooms(
       sys, store,
       {cluster, self_index, settings.cluster.replicas,
-       settings.cluster.peer_timeout, counters, catching_up},
+       settings.cluster.peer_timeout, counters, catching_up, lists},
       settings.services.backfill_scheduler);
     room_repair = spawn_timeline_sync(
       sys, local.database(), store, {},
@@ -302,7 +306,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   if (clustered)
     watch = spawn_peer_watch(sys, cluster, self_index,
                              settings.cluster.watch_settings(), counters,
-                             subscribers);
+                             subscribers, lists);
 
   int signal = 0;
   for (;;) {

@@ -42,9 +42,46 @@ struct peer_watch_state {
   /// name them.
   cluster_map list;
   std::vector<std::string> list_nodes;
+  /// What the coordinators learn of the lists in use (by peer, as `peers`).
+  std::shared_ptr<serving_lists> lists;
+  /// The generation of `lists` last reported.
+  uint64_t reported = 0;
 };
 
 using watch_pointer = caf::stateful_actor<peer_watch_state>*;
+
+/// Counts and logs what the coordinators count majorities under when it
+/// changed: the start and the end of joint quorums.
+void report_lists(watch_pointer self) {
+  auto& st = self->state;
+  auto view = st.lists->current();
+  if (view->generation == st.reported)
+    return;
+  st.reported = view->generation;
+  if (!view->settled)
+    return;
+  auto counted = view->others.size() + 1;
+  auto before = st.counters->cluster_lists_counted.exchange(counted);
+  if (counted == before)
+    return;
+  if (counted == 1) {
+    spdlog::info("coordinators count majorities under this node's cluster "
+                 "list alone{}",
+                 before == 0 ? "" : " again: every peer serves under it");
+    return;
+  }
+  std::string others;
+  for (const auto& list : view->others) {
+    std::string nodes;
+    for (const auto& node : list.nodes())
+      nodes += (nodes.empty() ? "" : ", ") + node.text();
+    others += (others.empty() ? "" : "; ") + nodes;
+  }
+  spdlog::warn("coordinators count a majority of each key's replicas under "
+               "{} cluster lists while peers serve under another list "
+               "(joint quorums): this node's {} and {}",
+               counted, st.list.text(), others);
+}
 
 void mark_up(watch_pointer self, std::size_t index) {
   auto& p = self->state.peers[index];
@@ -69,14 +106,21 @@ void mark_down(watch_pointer self, std::size_t index, const std::string& why) {
     self->send(subscriber, peer_down_atom::value, p.index);
 }
 
+void ping_one(watch_pointer self, std::size_t index);
+
 void reached(watch_pointer self, std::size_t index, node_actor gateway) {
   auto& p = self->state.peers[index];
   p.gateway = std::move(gateway);
   self->monitor(p.gateway);
   mark_up(self, index);
+  // The list it serves under decides what this node's coordinators count:
+  // asked at once rather than at the next round of pings.
+  ping_one(self, index);
 }
 
 void unreachable(watch_pointer self, std::size_t index, std::string why) {
+  self->state.lists->peer_unanswered(index);
+  report_lists(self);
   auto& p = self->state.peers[index];
   if (p.last_problem != why) {
     spdlog::info("peer {} is unreachable: {}", p.where.text(), why);
@@ -110,6 +154,8 @@ void dial(watch_pointer self, std::size_t index) {
 /// when it differs from this node's, and again when it agrees once more.
 void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
   auto& st = self->state;
+  st.lists->peer_serves(index, stats.cluster, stats.cluster != st.list_nodes);
+  report_lists(self);
   auto& p = st.peers[index];
   if (stats.cluster_version == p.list_version && stats.cluster == p.list)
     return;
@@ -141,31 +187,36 @@ void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
   }
 }
 
+void ping_one(watch_pointer self, std::size_t index) {
+  auto& p = self->state.peers[index];
+  if (!p.gateway)
+    return;
+  auto timeout = self->state.settings.peer_timeout;
+  auto gateway = p.gateway;
+  self->request(gateway, timeout, stats_atom::value)
+    .then(
+      [self, index, gateway](const node_stats& stats) {
+        if (self->state.peers[index].gateway != gateway)
+          return;
+        mark_up(self, index);
+        note_list(self, index, stats);
+      },
+      [self, index, gateway, timeout](caf::error& err) {
+        if (self->state.peers[index].gateway != gateway)
+          return;
+        self->state.lists->peer_unanswered(index);
+        report_lists(self);
+        mark_down(self, index,
+                  err == caf::sec::request_timeout
+                    ? "did not answer a ping within "
+                        + caf::deep_to_string(timeout)
+                    : "a ping failed: " + self->system().render(err));
+      });
+}
+
 void ping(watch_pointer self) {
-  for (std::size_t index = 0; index < self->state.peers.size(); ++index) {
-    auto& p = self->state.peers[index];
-    if (!p.gateway)
-      continue;
-    auto timeout = self->state.settings.peer_timeout;
-    auto gateway = p.gateway;
-    self->request(gateway, timeout, stats_atom::value)
-      .then(
-        [self, index, gateway](const node_stats& stats) {
-          if (self->state.peers[index].gateway != gateway)
-            return;
-          mark_up(self, index);
-          note_list(self, index, stats);
-        },
-        [self, index, gateway, timeout](caf::error& err) {
-          if (self->state.peers[index].gateway != gateway)
-            return;
-          mark_down(self, index,
-                    err == caf::sec::request_timeout
-                      ? "did not answer a ping within "
-                          + caf::deep_to_string(timeout)
-                      : "a ping failed: " + self->system().render(err));
-        });
-  }
+  for (std::size_t index = 0; index < self->state.peers.size(); ++index)
+    ping_one(self, index);
   self->delayed_send(self, self->state.settings.ping_interval,
                      ping_atom::value);
 }
@@ -173,8 +224,10 @@ void ping(watch_pointer self) {
 caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
                          peer_watch_settings settings,
                          std::shared_ptr<peer_counters> counters,
-                         std::vector<caf::actor> subscribers) {
+                         std::vector<caf::actor> subscribers,
+                         std::shared_ptr<serving_lists> lists) {
   auto& st = self->state;
+  st.lists = std::move(lists);
   st.settings = settings;
   st.counters = std::move(counters);
   st.subscribers = std::move(subscribers);
@@ -197,6 +250,8 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
       if (!p.gateway || p.gateway.address() != msg.source)
         continue;
       p.gateway = nullptr;
+      self->state.lists->peer_unanswered(index);
+      report_lists(self);
       mark_down(self, index,
                 "its connection was lost: " + self->system().render(msg.reason));
       self->delayed_send(self, self->state.settings.ping_interval,
@@ -217,9 +272,12 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
 caf::actor spawn_peer_watch(caf::actor_system& sys, const cluster_map& map,
                             std::size_t self, peer_watch_settings settings,
                             std::shared_ptr<peer_counters> counters,
-                            std::vector<caf::actor> subscribers) {
+                            std::vector<caf::actor> subscribers,
+                            std::shared_ptr<serving_lists> lists) {
+  if (!lists)
+    lists = std::make_shared<serving_lists>(map.size() - 1);
   return sys.spawn(peer_watch, map, self, settings, std::move(counters),
-                   std::move(subscribers));
+                   std::move(subscribers), std::move(lists));
 }
 
 } // namespace coalesce

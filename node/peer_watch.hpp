@@ -9,6 +9,7 @@
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/cluster_map.hpp>
+#include <coalesce/node/serving_lists.hpp>
 
 /// A clustered node's watch over the other nodes of `coalesce.cluster`:
 /// whether each is up as seen from here, logged when it changes and counted
@@ -32,6 +33,9 @@
 /// - Each of `subscribers` (the secrets' coordinator, secret_replicas.hpp,
 ///   and their repair, secret_sync.hpp) is told each change: `peer_up_atom, INDEX, gateway` and `peer_down_atom,
 ///   INDEX`, by the peer's index in the cluster list.
+/// - What each peer serves under goes to `serving_lists`, which the
+///   coordinators count majorities by: a peer is pinged as soon as it is
+///   reached, and one that cannot be reached counts as asked.
 namespace coalesce {
 
 using peer_up_atom = caf::atom_constant<caf::atom("peerup")>;
@@ -42,10 +46,13 @@ struct peer_watch_settings {
   caf::timespan ping_interval;
 };
 
-/// Watches every node of `map` but the one at `self`.
+/// Watches every node of `map` but the one at `self`, telling `lists`
+/// (made for `map.size() - 1` peers, in list order without this node)
+/// the list each peer serves under.
 caf::actor spawn_peer_watch(caf::actor_system& sys, const cluster_map& map,
                             std::size_t self, peer_watch_settings settings,
                             std::shared_ptr<peer_counters> counters,
-                            std::vector<caf::actor> subscribers = {});
+                            std::vector<caf::actor> subscribers = {},
+                            std::shared_ptr<serving_lists> lists = nullptr);
 
 } // namespace coalesce

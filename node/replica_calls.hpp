@@ -17,6 +17,8 @@
 #include <coalesce/client/connect.hpp>
 #include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
+#include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/serving_lists.hpp>
 
 /// What the coordinators of replicated keys share (sessions:
 /// session_replicas.cpp, rooms: timeline_replicas.cpp): calls of one key
@@ -100,32 +102,60 @@ private:
 };
 
 /// The answers of one round to every replica of a key, decided once:
-/// `decide(true, failures)` when a majority succeeded, `decide(false,
-/// failures)` when too few can. The decision gets the failures rather
-/// than the tally, so that it need not hold the tally that holds it.
+/// `decide(true, failures)` when a majority of every group succeeded,
+/// `decide(false, failures)` when some group can reach a majority no
+/// more. A group is the key's replicas under one cluster list (one group
+/// but while a change runs: joint quorums, serving_lists.hpp). Each answer
+/// names its node; a node counts in every group that holds it. The
+/// decision gets the failures rather than the tally, so that it need not
+/// hold the tally that holds it.
 class tally {
 public:
   using decision = std::function<void(bool, const std::string&)>;
 
-  tally(std::size_t replicas, decision decide)
-    : open_(replicas), needed_(replicas / 2 + 1), decide_(std::move(decide)) {
-    // nop
+  tally(std::vector<std::vector<std::size_t>> groups, decision decide)
+    : groups_(std::move(groups)), decide_(std::move(decide)) {
+    for (const auto& group : groups_)
+      counts_.push_back({group.size(), group.size() / 2 + 1, 0});
   }
 
-  void succeeded() {
-    --open_;
-    if (++ok_ == needed_)
+  void succeeded(std::size_t node) {
+    count(node, true);
+    bool all = true;
+    for (const auto& c : counts_)
+      all = all && c.ok >= c.needed;
+    if (all)
       settle(true);
   }
 
-  void failed(const std::string& where, const std::string& why) {
-    --open_;
+  void failed(std::size_t node, const std::string& where,
+              const std::string& why) {
     failures_ += (failures_.empty() ? "" : "; ") + where + " " + why;
-    if (ok_ < needed_ && ok_ + open_ < needed_)
-      settle(false);
+    count(node, false);
+    for (const auto& c : counts_)
+      if (c.ok < c.needed && c.ok + c.open < c.needed) {
+        settle(false);
+        return;
+      }
   }
 
 private:
+  struct group_count {
+    std::size_t open;
+    std::size_t needed;
+    std::size_t ok;
+  };
+
+  void count(std::size_t node, bool ok) {
+    for (std::size_t g = 0; g < groups_.size(); ++g)
+      if (std::find(groups_[g].begin(), groups_[g].end(), node)
+          != groups_[g].end()) {
+        --counts_[g].open;
+        if (ok)
+          ++counts_[g].ok;
+      }
+  }
+
   void settle(bool ok) {
     if (decided_)
       return;
@@ -136,21 +166,29 @@ private:
     decide(ok, failures_);
   }
 
-  std::size_t open_;
-  std::size_t needed_;
-  std::size_t ok_ = 0;
+  std::vector<std::vector<std::size_t>> groups_;
+  std::vector<group_count> counts_;
   bool decided_ = false;
   std::string failures_;
   decision decide_;
 };
 
-/// A tally the replies of one round share: `make_tally(n, decide)` and
-/// then `(*votes)->succeeded()` or `failed(...)` from each reply.
+/// A tally the replies of one round share: `make_tally(set, decide)` and
+/// then `(*votes)->succeeded(node)` or `failed(node, ...)` from each reply.
 using shared_tally = std::shared_ptr<std::unique_ptr<tally>>;
 
-inline shared_tally make_tally(std::size_t replicas, tally::decision decide) {
+/// The replicas one round asks: every node of `groups`, each once, and
+/// the groups a majority of each of which it needs.
+struct replica_set {
+  /// This node's list's replicas first, in their order.
+  std::vector<std::size_t> nodes;
+  std::vector<std::vector<std::size_t>> groups;
+};
+
+inline shared_tally make_tally(const replica_set& set,
+                               tally::decision decide) {
   auto votes = std::make_shared<std::unique_ptr<tally>>();
-  *votes = std::make_unique<tally>(replicas, std::move(decide));
+  *votes = std::make_unique<tally>(set.groups, std::move(decide));
   return votes;
 }
 
@@ -166,13 +204,71 @@ inline uint64_t next_ballot(capture_clock& ballots, uint32_t self,
 }
 
 // The coordinator's side of one request. `Self`'s state holds `local` (this
-// node's replica), `settings` (`map`, `self`, `timeout`, `counters`),
-// `peers` (the gateways by index), `failing` (by index) and a static
-// `kind` naming the replicated data in the log ("sessions").
+// node's replica), `settings` (`map`, `self`, `replicas`, `timeout`,
+// `counters`), `peers` (the gateways by index), `failing` (by index),
+// `extra_nodes` (the nodes past the list's end) and a static `kind` naming
+// the replicated data in the log ("sessions").
+
+/// The node at `node`: in this node's list, or past its end one of the
+/// nodes only another list served by a peer names (`extra_nodes`).
+template <class Self>
+const node_endpoint& node_at(Self* self, std::size_t node) {
+  const auto& st = self->state;
+  auto listed = st.settings.map.size();
+  return node < listed ? st.settings.map.nodes()[node]
+                       : st.extra_nodes[node - listed];
+}
 
 template <class Self>
 std::string node_text(Self* self, std::size_t node) {
-  return self->state.settings.map.nodes()[node].text();
+  return node_at(self, node).text();
+}
+
+/// The index a coordinator addresses `where` by: its place in this node's
+/// list, or a place past the end kept for it from now on (its gateway,
+/// whether it fails, its batches: `grow`).
+template <class Self, class Grow>
+std::size_t index_for(Self* self, const node_endpoint& where, Grow grow) {
+  auto& st = self->state;
+  if (auto listed = st.settings.map.index_of(where))
+    return *listed;
+  auto& extra = st.extra_nodes;
+  auto i = std::find(extra.begin(), extra.end(), where);
+  auto index = st.settings.map.size()
+               + static_cast<std::size_t>(i - extra.begin());
+  if (i == extra.end()) {
+    extra.push_back(where);
+    st.peers.resize(index + 1);
+    st.failing.resize(index + 1, false);
+    grow(index + 1);
+  }
+  return index;
+}
+
+/// The replicas of `key` a round asks, under this node's list and every
+/// other list `settings.lists` sees served (joint quorums); `grow(n)`
+/// makes room for `n` nodes in what the coordinator keeps by index.
+template <class Self, class Grow>
+replica_set replicas_under_every_list(Self* self, const routing_key& key,
+                                      const serving_view* view, Grow grow) {
+  const auto& settings = self->state.settings;
+  replica_set result;
+  result.nodes = settings.map.replica_indices(key, settings.replicas);
+  result.groups.push_back(result.nodes);
+  if (view == nullptr)
+    return result;
+  for (const auto& other : view->others) {
+    std::vector<std::size_t> group;
+    for (auto i : other.replica_indices(key, settings.replicas)) {
+      auto index = index_for(self, other.nodes()[i], grow);
+      group.push_back(index);
+      if (std::find(result.nodes.begin(), result.nodes.end(), index)
+          == result.nodes.end())
+        result.nodes.push_back(index);
+    }
+    result.groups.push_back(std::move(group));
+  }
+  return result;
 }
 
 template <class Self>
@@ -188,6 +284,10 @@ std::string render_failure(Self* self, const caf::error& err) {
 template <class Self>
 void count_failure(Self* self, std::size_t node, const std::string& why) {
   self->state.settings.counters->request_failed(node);
+  // No peer watch follows a node of another list: the next request
+  // connects again rather than use a connection that may be gone.
+  if (node >= self->state.settings.map.size())
+    self->state.peers[node] = nullptr;
   if (!self->state.failing[node]) {
     self->state.failing[node] = true;
     spdlog::warn("{}: replica {} failed a request: {}",
@@ -217,7 +317,7 @@ void ask(Self* self, std::size_t node, Answered answered, Failed failed,
     count_failure(self, node, why);
     failed(why);
   };
-  const auto& where = st.settings.map.nodes()[node];
+  const auto& where = node_at(self, node);
   with_peer_gateway(
     self, st.peers, node, where.host, where.port, st.settings.timeout,
     [self, node, answered, on_failure, xs...](const node_actor& gateway) {
@@ -311,7 +411,7 @@ void send_batch(Self* self, std::size_t node, Verb verb) {
       caller.failed(why);
     next();
   };
-  const auto& where = st.settings.map.nodes()[node];
+  const auto& where = node_at(self, node);
   with_peer_gateway(
     self, st.peers, node, where.host, where.port, st.settings.timeout,
     [self, node, verb, callers, next, fail_all,

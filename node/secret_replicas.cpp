@@ -19,6 +19,7 @@
 #include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/node/cluster_options.hpp>
+#include <coalesce/node/replica_calls.hpp>
 
 namespace coalesce {
 
@@ -34,6 +35,8 @@ struct secret_replicas_state {
   /// Whether each peer's last request failed: a failure is logged when a
   /// peer starts failing, not for every request.
   std::vector<bool> failing;
+  /// The nodes past the end of the list, named by other lists in use.
+  std::vector<node_endpoint> extra_nodes;
   /// How to fail each request under way, so that stopping answers it.
   uint64_t last_decision = 0;
   std::unordered_map<uint64_t, std::function<void(const caf::error&)>> open;
@@ -47,72 +50,81 @@ using replicas_pointer
   = secret_replicas_actor::stateful_pointer<secret_replicas_state>;
 
 /// Which nodes hold which items of a batch: `positions[node]` are the
-/// items node `node` replicates, `chats[i]` the chat (quorum group) of item
-/// i, `replicas_of[chat]` how many replicas the chat has.
+/// items node `node` replicates; each group is the replicas of one chat
+/// under one of the lists in use (one list but while it changes:
+/// serving_lists.hpp), and a request needs a majority of every group.
 struct replica_plan {
   std::map<std::size_t, std::vector<std::size_t>> positions;
-  std::vector<std::size_t> chat_of;
-  std::vector<std::size_t> replicas_of_chat;
+  /// The size of each group.
+  std::vector<std::size_t> group_sizes;
+  /// The groups each node is one of.
+  std::map<std::size_t, std::vector<std::size_t>> groups_of_node;
 };
 
 template <class T, class ChatOf>
 replica_plan plan_for(replicas_pointer self, const std::vector<T>& items,
                       ChatOf chat_of) {
-  const auto& settings = self->state.settings;
+  auto view = self->state.settings.lists
+                ? self->state.settings.lists->current()
+                : nullptr;
   replica_plan plan;
-  std::unordered_map<std::string, std::size_t> chats;
-  std::vector<std::vector<std::size_t>> nodes_of_chat;
-  plan.chat_of.reserve(items.size());
+  std::unordered_map<std::string, std::vector<std::size_t>> nodes_of_chat;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const auto& chat = chat_of(items[i]);
-    auto [where, added] = chats.emplace(chat, nodes_of_chat.size());
+    auto [where, added] = nodes_of_chat.emplace(chat,
+                                                std::vector<std::size_t>{});
     if (added) {
-      nodes_of_chat.push_back(settings.map.replica_indices(
-        routing_key{key_kind::chat, chat}, settings.replicas));
-      plan.replicas_of_chat.push_back(nodes_of_chat.back().size());
+      auto set = replica_calls::replicas_under_every_list(
+        self, routing_key{key_kind::chat, chat}, view.get(),
+        [](std::size_t) {});
+      where->second = set.nodes;
+      for (const auto& group : set.groups) {
+        for (auto node : group)
+          plan.groups_of_node[node].push_back(plan.group_sizes.size());
+        plan.group_sizes.push_back(group.size());
+      }
     }
-    plan.chat_of.push_back(where->second);
-    for (auto node : nodes_of_chat[where->second])
+    for (auto node : where->second)
       plan.positions[node].push_back(i);
   }
   return plan;
 }
 
-/// Counts the answers of one replicated request per chat and decides it
-/// once: `ok` when every chat has a majority, the failure when some chat
+/// Counts the answers of one replicated request per group and decides it
+/// once: `ok` when every group has a majority, the failure when some group
 /// can no longer get one.
 class quorum {
 public:
   explicit quorum(const replica_plan& plan)
-    : chat_of_(plan.chat_of),
-      answered_(plan.replicas_of_chat.size(), 0),
-      open_(plan.replicas_of_chat),
-      needed_(plan.replicas_of_chat.size()) {
-    for (std::size_t c = 0; c < needed_.size(); ++c)
-      needed_[c] = plan.replicas_of_chat[c] / 2 + 1;
+    : groups_of_node_(plan.groups_of_node),
+      answered_(plan.group_sizes.size(), 0),
+      open_(plan.group_sizes),
+      needed_(plan.group_sizes.size()) {
+    for (std::size_t g = 0; g < needed_.size(); ++g)
+      needed_[g] = plan.group_sizes[g] / 2 + 1;
     short_ = needed_.size();
   }
 
-  /// Node answered for the items at `positions`; true once every chat has
-  /// its majority (the first time only).
-  bool answered(const std::vector<std::size_t>& positions) {
-    for (auto c : chats_in(positions)) {
-      --open_[c];
-      if (++answered_[c] == needed_[c])
+  /// Node `node` answered; true once every group has its majority (the
+  /// first time only).
+  bool answered(std::size_t node) {
+    for (auto g : groups_of_node_[node]) {
+      --open_[g];
+      if (++answered_[g] == needed_[g])
         --short_;
     }
     return settle(short_ == 0);
   }
 
-  /// Node `where` failed (`why`) for the items at `positions`; true once
-  /// some chat can no longer reach its majority (the first time only).
-  bool failed(const std::string& where, const std::string& why,
-              const std::vector<std::size_t>& positions) {
+  /// Node `node` at `where` failed (`why`); true once some group can no
+  /// longer reach its majority (the first time only).
+  bool failed(std::size_t node, const std::string& where,
+              const std::string& why) {
     failures_ += (failures_.empty() ? "" : "; ") + where + " " + why;
     bool lost = false;
-    for (auto c : chats_in(positions)) {
-      --open_[c];
-      if (answered_[c] < needed_[c] && answered_[c] + open_[c] < needed_[c])
+    for (auto g : groups_of_node_[node]) {
+      --open_[g];
+      if (answered_[g] < needed_[g] && answered_[g] + open_[g] < needed_[g])
         lost = true;
     }
     return settle(lost);
@@ -123,17 +135,6 @@ public:
   }
 
 private:
-  std::vector<std::size_t> chats_in(const std::vector<std::size_t>& positions) {
-    std::vector<std::size_t> result;
-    std::vector<bool> seen(needed_.size(), false);
-    for (auto i : positions)
-      if (!seen[chat_of_[i]]) {
-        seen[chat_of_[i]] = true;
-        result.push_back(chat_of_[i]);
-      }
-    return result;
-  }
-
   bool settle(bool decided) {
     if (!decided || decided_)
       return false;
@@ -141,7 +142,7 @@ private:
     return true;
   }
 
-  std::vector<std::size_t> chat_of_;
+  std::map<std::size_t, std::vector<std::size_t>> groups_of_node_;
   std::vector<std::size_t> answered_;
   std::vector<std::size_t> open_;
   std::vector<std::size_t> needed_;
@@ -167,7 +168,7 @@ std::string render_failure(replicas_pointer self, const caf::error& err) {
 template <class Then, class Failed>
 void with_peer(replicas_pointer self, std::size_t node, Then then,
                Failed failed) {
-  const auto& where = self->state.settings.map.nodes()[node];
+  const auto& where = replica_calls::node_at(self, node);
   with_peer_gateway(self, self->state.peers, node, where.host, where.port,
                     self->state.settings.timeout, std::move(then),
                     std::move(failed));
@@ -198,10 +199,13 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
                    remote](const std::string& why) mutable {
       if (remote) {
         self->state.settings.counters->request_failed(node_index);
+        // No peer watch follows a node of another list: connect again.
+        if (node_index >= self->state.settings.map.size())
+          self->state.peers[node_index] = nullptr;
         if (!self->state.failing[node_index]) {
           self->state.failing[node_index] = true;
           spdlog::warn("secrets: replica {} failed a request: {}",
-                       self->state.settings.map.nodes()[node_index].text(),
+                       replica_calls::node_text(self, node_index),
                        why);
         }
       }
@@ -273,10 +277,23 @@ auto failing_quorum(replicas_pointer self, std::shared_ptr<quorum> votes,
                     std::shared_ptr<replica_plan> plan, Decide decide) {
   return [self, votes, plan, decide](std::size_t node,
                                      const std::string& why) mutable {
-    if (votes->failed(self->state.settings.map.nodes()[node].text(), why,
-                      plan->positions[node]))
+    if (votes->failed(node, replica_calls::node_text(self, node), why))
       decide(no_quorum(*votes));
   };
+}
+
+/// An error while this node does not know yet which lists its peers serve
+/// under: a majority under its own list alone may miss what was answered
+/// under another, so it coordinates nothing (the client goes to the next
+/// replica).
+std::optional<caf::error> lists_unknown(replicas_pointer self) {
+  const auto& lists = self->state.settings.lists;
+  if (!lists || lists->current()->settled)
+    return std::nullopt;
+  return make_error(errc::catching_up,
+                    "this node has not yet heard from every peer which "
+                    "cluster list it serves under; the next replica serves "
+                    "the chat");
 }
 
 /// How far ahead of this node's clock a client's stamp may be.
@@ -286,6 +303,8 @@ caf::result<ok_atom> replicate(replicas_pointer self,
                                std::vector<secret_entry> entries) {
   if (entries.empty())
     return ok_atom::value;
+  if (auto refusal = lists_unknown(self))
+    return std::move(*refusal);
   // A capture the client stamped keeps its stamp, so that a retry of it
   // through another coordinator, or a copy that waited in a hung one, never
   // overtakes a later capture; a stamp from a clock far ahead is replaced.
@@ -307,8 +326,8 @@ caf::result<ok_atom> replicate(replicas_pointer self,
   auto positions = std::make_shared<replica_plan>(plan);
   to_replicas<ok_atom>(
     self, plan, entries,
-    [votes, positions, decide](std::size_t node, ok_atom) mutable {
-      if (votes->answered(positions->positions[node]))
+    [votes, decide](std::size_t node, ok_atom) mutable {
+      if (votes->answered(node))
         decide(ok_atom::value);
     },
     failing_quorum(self, votes, positions, decide));
@@ -347,6 +366,8 @@ void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
                  lookups_done done) {
   if (keys.empty())
     return done(std::vector<secret_lookup>{});
+  if (auto refusal = lists_unknown(self))
+    return done(std::move(*refusal));
   auto plan = plan_for(self, keys,
                        [](const secret_key& x) -> const std::string& {
                          return x.chat;
@@ -363,47 +384,87 @@ void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
       const auto& where = positions->positions[node];
       for (std::size_t i = 0; i < where.size() && i < found.size(); ++i)
         (*result)[where[i]] = merged((*result)[where[i]], found[i]);
-      if (votes->answered(where))
+      if (votes->answered(node))
         decide(*result);
     },
     failing_quorum(self, votes, positions, decide));
 }
 
-/// Flushes every node (`replica_atom, flush_atom` to each peer, `flush` to
-/// this node's buffer): answered `ok` once all but at most ⌊(r-1)/2⌋ of
-/// them flushed, so that every chat's replica set (r nodes) has a majority
-/// that flushed; `no_quorum` once more failed.
+/// Flushes every node of every list in use (`replica_atom, flush_atom` to
+/// each peer, `flush` to this node's buffer): answered `ok` once, in each
+/// list, all but at most ⌊(r-1)/2⌋ of its nodes flushed, so that every
+/// chat's replica set (r nodes) under each list has a majority that
+/// flushed; `no_quorum` once more failed in some list.
 caf::result<ok_atom> flush_replicas(replicas_pointer self,
                                     std::optional<caf::timespan> deadline) {
   const auto& settings = self->state.settings;
-  auto nodes = settings.map.size();
-  auto copies = std::min(settings.replicas, nodes);
-  auto may_fail = (copies - 1) / 2;
+  auto view = settings.lists ? settings.lists->current() : nullptr;
+  // Each list's nodes, by the index this coordinator addresses them by.
+  std::vector<std::vector<std::size_t>> lists(1);
+  for (std::size_t node = 0; node < settings.map.size(); ++node)
+    lists[0].push_back(node);
+  if (view)
+    for (const auto& other : view->others) {
+      lists.emplace_back();
+      for (const auto& where : other.nodes())
+        lists.back().push_back(
+          replica_calls::index_for(self, where, [](std::size_t) {}));
+    }
+  std::vector<std::size_t> nodes;
+  for (const auto& list : lists)
+    for (auto node : list)
+      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end())
+        nodes.push_back(node);
   struct tally {
-    std::size_t answered = 0;
-    std::size_t failed = 0;
+    std::vector<std::vector<std::size_t>> lists;
+    std::vector<std::size_t> may_fail;
+    std::vector<std::size_t> answered;
+    std::vector<std::size_t> failed;
     std::string failures;
   };
   auto counts = std::make_shared<tally>();
+  for (const auto& list : lists) {
+    auto copies = std::min(settings.replicas, list.size());
+    counts->may_fail.push_back((copies - 1) / 2);
+  }
+  counts->lists = std::move(lists);
+  counts->answered.resize(counts->lists.size(), 0);
+  counts->failed.resize(counts->lists.size(), 0);
   auto promise = self->make_response_promise<ok_atom>();
   auto decide = decision_for(self, promise);
-  auto answered = [counts, nodes, may_fail, decide](ok_atom) mutable {
-    if (++counts->answered == nodes - may_fail)
-      decide(ok_atom::value);
+  auto count = [counts](std::size_t node, std::vector<std::size_t>& of_list) {
+    for (std::size_t i = 0; i < counts->lists.size(); ++i) {
+      const auto& list = counts->lists[i];
+      if (std::find(list.begin(), list.end(), node) != list.end())
+        ++of_list[i];
+    }
   };
-  auto failed = [self, counts, may_fail, decide](std::size_t node,
-                                                 const std::string& why) mutable {
+  auto answered_by = [counts, count, decide](std::size_t node) mutable {
+    count(node, counts->answered);
+    for (std::size_t i = 0; i < counts->lists.size(); ++i)
+      if (counts->answered[i] < counts->lists[i].size() - counts->may_fail[i])
+        return;
+    decide(ok_atom::value);
+  };
+  auto failed = [self, counts, count, decide](std::size_t node,
+                                              const std::string& why) mutable {
     if (node != self->state.settings.self)
       self->state.settings.counters->request_failed(node);
     counts->failures += (counts->failures.empty() ? "" : "; ")
-                        + self->state.settings.map.nodes()[node].text() + " "
-                        + why;
-    if (++counts->failed == may_fail + 1)
-      decide(make_error(errc::no_quorum,
-                        "failed replicas: " + counts->failures));
+                        + replica_calls::node_text(self, node) + " " + why;
+    count(node, counts->failed);
+    for (std::size_t i = 0; i < counts->lists.size(); ++i)
+      if (counts->failed[i] > counts->may_fail[i]) {
+        decide(make_error(errc::no_quorum,
+                          "failed replicas: " + counts->failures));
+        return;
+      }
   };
   auto timeout = deadline ? *deadline : settings.flush_timeout;
-  for (std::size_t node = 0; node < nodes; ++node) {
+  for (auto node : nodes) {
+    auto answered = [answered_by, node](ok_atom) mutable {
+      answered_by(node);
+    };
     auto errored = [self, failed, node](caf::error& err) mutable {
       failed(node, render_failure(self, err));
     };
@@ -498,10 +559,16 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
       return self->delegate(self->state.local, replica_atom::value,
                             std::move(keys));
     },
-    [self](flush_atom) { return flush_replicas(self, std::nullopt); },
+    [self](flush_atom) -> caf::result<ok_atom> {
+      if (auto refusal = lists_unknown(self))
+        return std::move(*refusal);
+      return flush_replicas(self, std::nullopt);
+    },
     [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
       if (deadline < caf::timespan{0})
         return self->delegate(self->state.local, flush_atom::value, deadline);
+      if (auto refusal = lists_unknown(self))
+        return std::move(*refusal);
       return flush_replicas(self, deadline);
     },
     [self](replica_atom, flush_atom) {

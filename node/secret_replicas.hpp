@@ -15,6 +15,7 @@
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/secret_sync.hpp>
+#include <coalesce/node/serving_lists.hpp>
 
 /// The coordinator of a clustered node's secrets (`coalesce.replicas` above
 /// 1): the gateway hands it the secret requests the local buffer would get,
@@ -83,6 +84,10 @@ struct secret_replica_settings {
   /// How long a peer may take to flush (it may hold much more than one
   /// request's worth).
   caf::timespan flush_timeout = std::chrono::seconds{30};
+  /// The other lists peers serve under, whose majorities count too while
+  /// the list changes (coalesce/node/serving_lists.hpp); null for this
+  /// node's list alone.
+  std::shared_ptr<const serving_lists> lists;
 };
 
 secret_replicas_actor spawn_secret_replicas(caf::actor_system& sys,

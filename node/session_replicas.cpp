@@ -37,6 +37,9 @@ struct coordination {
   bool stored = false;
   /// The highest ballot seen promised (the next one goes above it).
   uint64_t seen = 0;
+  /// The generation of the lists in use it was prepared under: prepared
+  /// under other lists, it prepares again.
+  uint64_t lists = 0;
 };
 
 struct coordinator_state {
@@ -49,6 +52,8 @@ struct coordinator_state {
   /// peer watch does not know it up.
   std::vector<node_actor> peers;
   std::vector<bool> failing;
+  /// The nodes past the end of the list, named by other lists in use.
+  std::vector<node_endpoint> extra_nodes;
   std::unordered_map<std::string, coordination> sessions;
   replica_calls::key_queues queues;
   replica_calls::open_calls calls;
@@ -79,11 +84,38 @@ auto open_call(coordinator_pointer self,
 
 // -- talking to replicas ---------------------------------------------------------
 
-std::vector<std::size_t> replicas_of(coordinator_pointer self,
-                                     const std::string& session) {
-  const auto& settings = self->state.settings;
-  return settings.map.replica_indices(routing_key{key_kind::session, session},
-                                      settings.replicas);
+/// The lists in use as this node sees them; null for its own alone.
+std::shared_ptr<const serving_view> lists_in_use(coordinator_pointer self) {
+  const auto& lists = self->state.settings.lists;
+  return lists ? lists->current() : nullptr;
+}
+
+uint64_t lists_generation(coordinator_pointer self) {
+  auto view = lists_in_use(self);
+  return view ? view->generation : 0;
+}
+
+/// An error while this node does not know yet which lists its peers serve
+/// under: it coordinates nothing then (the client goes to the next
+/// replica).
+std::optional<caf::error> lists_unknown(coordinator_pointer self,
+                                        const std::string& session) {
+  auto view = lists_in_use(self);
+  if (!view || view->settled)
+    return std::nullopt;
+  return make_error(errc::catching_up,
+                    "session " + session
+                      + ": this node has not yet heard from every peer "
+                        "which cluster list it serves under; the next "
+                        "replica serves it");
+}
+
+replica_calls::replica_set replicas_of(coordinator_pointer self,
+                                       const std::string& session) {
+  auto view = lists_in_use(self);
+  return replica_calls::replicas_under_every_list(
+    self, routing_key{key_kind::session, session}, view.get(),
+    [self](std::size_t n) { self->state.batches.peers.resize(n); });
 }
 
 /// Whether `node` is this one and its replica is catching up: it answers
@@ -183,19 +215,26 @@ void pull_image(coordinator_pointer self, const std::string& session,
 void prepare(coordinator_pointer self, const std::string& session,
              bool again, std::function<void(caf::error)> done,
              int attempts_left = 2) {
+  if (auto refusal = lists_unknown(self, session)) {
+    done(std::move(*refusal));
+    return;
+  }
   auto& c = coordination_of(self, session);
-  if (c.prepared && !again) {
+  auto lists = lists_generation(self);
+  if (c.prepared && !again && c.lists == lists) {
     done(caf::none);
     return;
   }
   c.prepared = false;
+  c.lists = lists;
   auto ballot = next_ballot(self, c);
-  auto nodes = replicas_of(self, session);
+  auto set = replicas_of(self, session);
+  const auto& nodes = set.nodes;
   auto view = std::make_shared<round_view>();
   view->nodes = nodes;
   view->answers.resize(nodes.size());
   auto preempted = std::make_shared<bool>(false);
-  auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
+  auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     if (!ok) {
       if (*preempted && attempts_left > 0) {
         prepare(self, session, true, done, attempts_left - 1);
@@ -247,7 +286,7 @@ void prepare(coordinator_pointer self, const std::string& session,
   });
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (catching_up(self, nodes[i])) {
-      (*votes)->failed(node_text(self, nodes[i]),
+      (*votes)->failed(nodes[i], node_text(self, nodes[i]),
                        "is catching up from its peers");
       continue;
     }
@@ -258,15 +297,15 @@ void prepare(coordinator_pointer self, const std::string& session,
         c.seen = std::max(c.seen, answer.version.promised);
         if (outcome_of(answer) == replica_outcome::applied) {
           view->answers[i] = answer;
-          (*votes)->succeeded();
+          (*votes)->succeeded(nodes[i]);
         } else {
           *preempted = true;
-          (*votes)->failed(node_text(self, nodes[i]),
+          (*votes)->failed(nodes[i], node_text(self, nodes[i]),
                            "promised a newer coordinator");
         }
       },
       [=](const std::string& why) {
-        (*votes)->failed(node_text(self, nodes[i]), why);
+        (*votes)->failed(nodes[i], node_text(self, nodes[i]), why);
       },
       prepare_atom::value, session, ballot);
   }
@@ -279,14 +318,15 @@ void prepare(coordinator_pointer self, const std::string& session,
 void replicate_delta(coordinator_pointer self, session_delta delta,
                      std::function<void(caf::error)> done) {
   const auto& session = delta.session;
-  auto nodes = replicas_of(self, session);
+  auto set = replicas_of(self, session);
+  const auto& nodes = set.nodes;
   session_version target;
   target.ballot = delta.ballot;
   target.seq = delta.base_seq + 1;
   auto stale = std::make_shared<bool>(false);
   auto preempted = std::make_shared<bool>(false);
   auto local_applied = std::make_shared<bool>(false);
-  auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
+  auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     auto& c = coordination_of(self, session);
     if (ok && *local_applied) {
       c.local.ballot = target.ballot;
@@ -315,14 +355,14 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
   auto self_index = self->state.settings.self;
   for (auto node : nodes) {
     auto failed = [=](const std::string& why) {
-      (*votes)->failed(node_text(self, node), why);
+      (*votes)->failed(node, node_text(self, node), why);
     };
     auto took = [=](const replica_answer& answer) {
       if (outcome_of(answer) == replica_outcome::applied
           && same_content(answer.version, target)) {
         if (node == self_index)
           *local_applied = true;
-        (*votes)->succeeded();
+        (*votes)->succeeded(node);
         return true;
       }
       return false;
@@ -422,11 +462,16 @@ auto ok_or(Answer answer) {
 /// `load`: the newest content a majority shows.
 void load_call(coordinator_pointer self, const std::string& session,
                std::function<void(caf::expected<session_record>)> done) {
-  auto nodes = replicas_of(self, session);
+  if (auto refusal = lists_unknown(self, session)) {
+    done(std::move(*refusal));
+    return;
+  }
+  auto set = replicas_of(self, session);
+  const auto& nodes = set.nodes;
   auto view = std::make_shared<round_view>();
   view->nodes = nodes;
   view->answers.resize(nodes.size());
-  auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
+  auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     if (!ok) {
       done(no_quorum(session, failures));
       return;
@@ -461,7 +506,7 @@ void load_call(coordinator_pointer self, const std::string& session,
   });
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (catching_up(self, nodes[i])) {
-      (*votes)->failed(node_text(self, nodes[i]),
+      (*votes)->failed(nodes[i], node_text(self, nodes[i]),
                        "is catching up from its peers");
       continue;
     }
@@ -469,10 +514,10 @@ void load_call(coordinator_pointer self, const std::string& session,
       self, nodes[i],
       [=](replica_answer& answer) {
         view->answers[i] = answer;
-        (*votes)->succeeded();
+        (*votes)->succeeded(nodes[i]);
       },
       [=](const std::string& why) {
-        (*votes)->failed(node_text(self, nodes[i]), why);
+        (*votes)->failed(nodes[i], node_text(self, nodes[i]), why);
       },
       version_atom::value, session);
   }
@@ -487,10 +532,10 @@ void claim_call(coordinator_pointer self, const std::string& session,
       done(std::move(err));
       return;
     }
-    auto nodes = replicas_of(self, session);
+    auto set = replicas_of(self, session);
     auto ballot = coordination_of(self, session).ballot;
     auto stale = std::make_shared<bool>(false);
-    auto votes = make_tally(nodes.size(), [=](bool ok, const std::string& failures) {
+    auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
       auto& c = coordination_of(self, session);
       if (ok) {
         c.floor = std::max(c.floor, generation);
@@ -508,26 +553,26 @@ void claim_call(coordinator_pointer self, const std::string& session,
       else
         done(no_quorum(session, failures));
     });
-    for (auto node : nodes)
+    for (auto node : set.nodes)
       ask<replica_answer>(
         self, node,
         [=](replica_answer& answer) {
           switch (outcome_of(answer)) {
             case replica_outcome::applied:
-              (*votes)->succeeded();
+              (*votes)->succeeded(node);
               return;
             case replica_outcome::stale:
               *stale = true;
-              (*votes)->failed(node_text(self, node),
+              (*votes)->failed(node, node_text(self, node),
                                "holds a newer generation");
               return;
             default:
-              (*votes)->failed(node_text(self, node),
+              (*votes)->failed(node, node_text(self, node),
                                "promised a newer coordinator");
           }
         },
         [=](const std::string& why) {
-          (*votes)->failed(node_text(self, node), why);
+          (*votes)->failed(node, node_text(self, node), why);
         },
         claim_atom::value, session, ballot, generation, claimant);
   });

@@ -17,6 +17,7 @@
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/messages/session_replica_interface.hpp>
 #include <coalesce/node/peer_watch.hpp>
+#include <coalesce/node/serving_lists.hpp>
 
 /// A clustered node's sessions (`coalesce.replicas` above 1): every session
 /// is kept on its replicas (its first `replicas` nodes by rendezvous
@@ -79,6 +80,10 @@ struct session_replica_settings {
   /// (coalesce/node/session_sync.hpp): it then answers no read, neither of
   /// its coordinators nor of its peers'; null for never.
   std::shared_ptr<const std::atomic<bool>> catching_up;
+  /// The other lists peers serve under, whose majorities count too while
+  /// the list changes (coalesce/node/serving_lists.hpp); null for this
+  /// node's list alone.
+  std::shared_ptr<const serving_lists> lists;
 };
 
 /// One coordinator in front of each local I/O actor, at the same index (the

@@ -35,6 +35,9 @@ struct room_coordination {
   room_version local;
   /// The highest ballot seen promised (the next one goes above it).
   uint64_t seen = 0;
+  /// The generation of the lists in use it was prepared under: prepared
+  /// under other lists, it prepares again.
+  uint64_t lists = 0;
 };
 
 struct coordinator_state {
@@ -47,6 +50,8 @@ struct coordinator_state {
   /// peer watch does not know it up.
   std::vector<node_actor> peers;
   std::vector<bool> failing;
+  /// The nodes past the end of the list, named by other lists in use.
+  std::vector<node_endpoint> extra_nodes;
   std::unordered_map<std::string, room_coordination> rooms;
   replica_calls::key_queues queues;
   replica_calls::open_calls calls;
@@ -62,11 +67,17 @@ constexpr std::size_t max_remembered = 65536;
 
 using done_fn = std::function<void(caf::error)>;
 
-std::vector<std::size_t> replicas_of(coordinator_pointer self,
-                                     const std::string& room) {
-  const auto& settings = self->state.settings;
-  return settings.map.replica_indices(routing_key{key_kind::room, room},
-                                      settings.replicas);
+/// The lists in use as this node sees them; null for its own alone.
+std::shared_ptr<const serving_view> lists_in_use(coordinator_pointer self) {
+  const auto& lists = self->state.settings.lists;
+  return lists ? lists->current() : nullptr;
+}
+
+replica_calls::replica_set replicas_of(coordinator_pointer self,
+                                       const std::string& room) {
+  auto view = lists_in_use(self);
+  return replica_calls::replicas_under_every_list(
+    self, routing_key{key_kind::room, room}, view.get(), [](std::size_t) {});
 }
 
 /// Whether `node` is this one and its replica is catching up.
@@ -129,7 +140,8 @@ bool same_log(const room_version& x, const room_version& y) {
 void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
                done_fn done) {
   auto room = part.room;
-  auto nodes = replicas_of(self, room);
+  auto set = replicas_of(self, room);
+  const auto& nodes = set.nodes;
   auto target_head = part.head();
   auto target_segments = part.segments;
   auto preempted = std::make_shared<bool>(false);
@@ -159,8 +171,7 @@ void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
   round->local_answered = std::find(nodes.begin(), nodes.end(),
                                     self->state.settings.self)
                           == nodes.end();
-  auto votes = make_tally(nodes.size(), [=](bool ok,
-                                            const std::string& failures) {
+  auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     if (ok) {
       round->majority = true;
       go_on();
@@ -178,14 +189,14 @@ void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
   auto self_index = self->state.settings.self;
   for (auto node : nodes) {
     auto failed = [=](const std::string& why) {
-      (*votes)->failed(node_text(self, node), why);
+      (*votes)->failed(node, node_text(self, node), why);
     };
     auto took = [=](const room_answer& answer) {
       if (outcome_of(answer) != replica_outcome::applied)
         return false;
       if (node == self_index)
         round->local_took = true;
-      (*votes)->succeeded();
+      (*votes)->succeeded(node);
       return true;
     };
     // Only this node's replica's first answer counts for `go_on`.
@@ -257,6 +268,8 @@ void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
 /// What the replicas of one prepare round answered.
 struct prepare_view {
   std::vector<std::size_t> nodes;
+  /// The groups of `nodes` a majority of each of which counts.
+  std::vector<std::vector<std::size_t>> groups;
   std::vector<std::optional<room_version>> answers;
 
   /// The index of a replica with the newest log.
@@ -280,15 +293,23 @@ struct prepare_view {
     return result;
   }
 
-  /// Whether a majority holds `log` and `position` already.
+  /// Whether a majority of every group holds `log` and `position`
+  /// already.
   bool settled(const room_version& log,
                std::optional<uint64_t> position) const {
-    std::size_t holding = 0;
-    for (const auto& x : answers)
-      if (x && same_log(*x, log) && x->positioned == position.has_value()
-          && (!position || x->position == *position))
-        ++holding;
-    return holding >= nodes.size() / 2 + 1;
+    for (const auto& group : groups) {
+      std::size_t holding = 0;
+      for (std::size_t i = 0; i < answers.size(); ++i) {
+        const auto& x = answers[i];
+        if (x && same_log(*x, log) && x->positioned == position.has_value()
+            && (!position || x->position == *position)
+            && std::find(group.begin(), group.end(), nodes[i]) != group.end())
+          ++holding;
+      }
+      if (holding < group.size() / 2 + 1)
+        return false;
+    }
+    return true;
   }
 };
 
@@ -353,11 +374,23 @@ void adopt(coordinator_pointer self, const std::string& room,
 /// promised a higher ballot makes it try once more above that one.
 void prepare(coordinator_pointer self, const std::string& room, done_fn done,
              int attempts_left = 2) {
+  auto view_of_lists = lists_in_use(self);
+  if (view_of_lists && !view_of_lists->settled) {
+    done(make_error(errc::catching_up,
+                    "room " + room
+                      + ": this node has not yet heard from every peer "
+                        "which cluster list it serves under; the next "
+                        "replica serves it"));
+    return;
+  }
+  auto lists = view_of_lists ? view_of_lists->generation : 0;
   auto& c = coordination_of(self, room);
-  if (c.prepared) {
+  if (c.prepared && c.lists == lists) {
     done(caf::none);
     return;
   }
+  c.prepared = false;
+  c.lists = lists;
   auto& st = self->state;
   if (catching_up(self, st.settings.self)) {
     // Its own replica may lack what it acknowledged: the client takes the
@@ -371,7 +404,9 @@ void prepare(coordinator_pointer self, const std::string& room, done_fn done,
   auto ballot = replica_calls::next_ballot(
     st.ballots, st.settings.map.id_of(st.settings.self), c.seen);
   auto view = std::make_shared<prepare_view>();
-  view->nodes = replicas_of(self, room);
+  auto set = replicas_of(self, room);
+  view->nodes = set.nodes;
+  view->groups = set.groups;
   view->answers.resize(view->nodes.size());
   auto preempted = std::make_shared<bool>(false);
   // The round goes on once a majority answered and this node's replica
@@ -444,8 +479,7 @@ void prepare(coordinator_pointer self, const std::string& room, done_fn done,
             replicate(self, ballot, std::move(part), finish);
           });
   };
-  auto votes = make_tally(view->nodes.size(), [=](bool ok,
-                                                  const std::string& failures) {
+  auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     if (!ok) {
       round->went_on = true;
       if (*preempted && attempts_left > 0) {
@@ -469,7 +503,8 @@ void prepare(coordinator_pointer self, const std::string& room, done_fn done,
       (*go_on)();
     };
     if (catching_up(self, node)) {
-      (*votes)->failed(node_text(self, node), "is catching up from its peers");
+      (*votes)->failed(node, node_text(self, node),
+                       "is catching up from its peers");
       settled("is catching up from its peers");
       continue;
     }
@@ -480,16 +515,16 @@ void prepare(coordinator_pointer self, const std::string& room, done_fn done,
         c.seen = std::max(c.seen, answer.version.promised);
         if (outcome_of(answer) == replica_outcome::applied) {
           view->answers[i] = std::move(answer.version);
-          (*votes)->succeeded();
+          (*votes)->succeeded(node);
         } else {
           *preempted = true;
-          (*votes)->failed(node_text(self, node),
+          (*votes)->failed(node, node_text(self, node),
                            "promised a newer coordinator");
         }
         settled(view->answers[i] ? "" : "promised a newer coordinator");
       },
       [=](const std::string& why) {
-        (*votes)->failed(node_text(self, node), why);
+        (*votes)->failed(node, node_text(self, node), why);
         settled(why);
       },
       room_atom::value, prepare_atom::value, room, ballot);

@@ -17,6 +17,7 @@
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/messages/timeline_replica_interface.hpp>
 #include <coalesce/node/peer_watch.hpp>
+#include <coalesce/node/serving_lists.hpp>
 
 /// A clustered node's rooms (`coalesce.replicas` above 1): every room's
 /// timeline is kept on its replicas (its first `replicas` nodes by
@@ -71,6 +72,10 @@ struct room_replica_settings {
   /// Set while this node's replica catches up from its peers
   /// (coalesce/node/timeline_sync.hpp); null for never.
   std::shared_ptr<const std::atomic<bool>> catching_up;
+  /// The other lists peers serve under, whose majorities count too while
+  /// the list changes (coalesce/node/serving_lists.hpp); null for this
+  /// node's list alone.
+  std::shared_ptr<const serving_lists> lists;
 };
 
 timeline_coordinator_actor

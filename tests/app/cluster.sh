@@ -421,6 +421,15 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
     wait_log_count "$WORK/list-n0.log" "peer 127.0.0.1:${PORTS[2]} serves under cluster list version 2: " 1 10
   check "and counts it" \
     grep -q '"peers_on_other_lists":1' <<<"$(tcli "${PORTS[0]}" stats)"
+  # Node 0's coordinators now count a majority under both lists.
+  check "node 0 counts majorities under both lists" \
+    grep -q '"cluster_lists_counted":2' <<<"$(tcli "${PORTS[0]}" stats)"
+  check "and logs it naming the other list" \
+    grep -q "coordinators count a majority of each key's replicas under 2 cluster lists .*joint quorums.*127.0.0.1:${PORTS[6]}" "$WORK/list-n0.log"
+  check "node 2, whose peers serve the old list, counts both too" \
+    wait_log_count "$log2" "coordinators count a majority of each key's replicas under 2 cluster lists" 1 10
+  check "and shows it" \
+    grep -q '"cluster_lists_counted":2' <<<"$(tcli "${PORTS[2]}" stats)"
   out=$(ccli cluster status)
   rc=$?
   check "cluster status exits 4 while the nodes disagree (got $rc)" [ "$rc" = 4 ]
@@ -511,6 +520,9 @@ test_a_node_that_joins_is_handed_off_its_keys_before_it_serves_them() {
     wait_log_count "$log3" "serves under this node's cluster list again" 3 20
   check "and counts no peer on another list" \
     grep -q '"peers_on_other_lists":0' <<<"$(tcli "${PORTS[6]}" stats)"
+  check "so it counts majorities under its list alone again" \
+    grep -q '"cluster_lists_counted":1' <<<"$(tcli "${PORTS[6]}" stats)"
+  check "and logs so" grep -q "coordinators count majorities under this node's cluster list alone again" "$log3"
   # Node 2 leaves: the others take the list without it, one at a time, each
   # caught up (it may have gained keys) before the next; node 2 stops last.
   local shrunk="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\",\"127.0.0.1:${PORTS[6]}\"]"
@@ -568,8 +580,8 @@ test_a_handoff_interrupted_by_sigkill_completes_once_its_nodes_are_back() {
     wait_either_log "secrets: handed off [0-9]* keys to 127.0.0.1:${PORTS[6]}" 30 \
     "$WORK/kill-n1.log" "$WORK/kill-n2.log"
   out=$("$CLI" "${CLI_TLS[@]}" --nodes="$answering" cluster status)
-  check "cluster status shows the joining node catching up" \
-    grep -q "^  catching up (3 of its repairs still wait for a peer); keys repaired [0-9]*, handed off 0$" <<<"$out"
+  check "cluster status shows the joining node catching up, counting both lists" \
+    grep -q "^  catching up (3 of its repairs still wait for a peer); keys repaired [0-9]*, handed off 0; counts majorities under 2 lists (joint quorums while the list changes)$" <<<"$out"
   check "with a progress bar: 2 of 3 nodes caught up" \
     grep -q '^\[#############.......\] 2 of 3 nodes caught up$' <<<"$out"
   check "the joining node has not caught up" [ "$(grep -c "secrets: \(caught up\|refilled\)" "$log3")" = 0 ]

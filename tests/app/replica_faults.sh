@@ -8,10 +8,11 @@
 #   tests/app/replica_faults.sh BIN_DIR [TEST_NAME_REGEX]
 # CYCLES (default 20) sets the faults per campaign, RESTART_DELAY ("MIN MAX"
 # seconds, default "1 3") how long a killed or stopped node stays so, SEED
-# the campaigns' seed, CAMPAIGNS (default "3 5") which campaigns run, by
-# their number of nodes, or "membership": the list changed under load
-# first (3 -> 4 -> 5 nodes, one replaced, back to 3; not run by default: it
-# finds what docs/operating.md says a rolling change does not promise yet).
+# the campaigns' seed, CAMPAIGNS (default "3 5 membership") which campaigns
+# run, by their number of nodes, or "membership": the list changed under
+# load first (3 -> 4 -> 5 nodes with an old member SIGKILLed as one joins,
+# one replaced with its successor SIGKILLed during its catch-up, back to 3),
+# then the faults on the three nodes left.
 # The last line is "N passed, M failed".
 set -u
 source "$(dirname "$0")/process_helpers.sh"
@@ -21,7 +22,7 @@ CERTS="$WORK/certs"
 CYCLES="${CYCLES:-20}"
 read -r MIN_DELAY MAX_DELAY <<<"${RESTART_DELAY:-1 3}"
 SEED="${SEED:-$(date +%s)}"
-CAMPAIGNS=" ${CAMPAIGNS:-3 5} "
+CAMPAIGNS=" ${CAMPAIGNS:-3 5 membership} "
 
 campaign() { # campaign NAME NODES [ARGS...]: its work in $WORK/nodes-NAME
   local name="$1" nodes="$2"

@@ -118,6 +118,12 @@ struct fixture {
   std::shared_ptr<peer_counters> counters = std::make_shared<peer_counters>(
     std::vector<std::string>{"127.0.0.1:4301", "127.0.0.1:4302",
                              "127.0.0.1:4303"});
+  /// `map` with a fourth node: the list after one joined.
+  cluster_map grown{std::vector<node_endpoint>{
+    {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303},
+    {"127.0.0.1", 4304}}};
+  /// The fourth node's replica, once a test made it (`joined_replica`).
+  std::optional<replica> fourth;
 
   fixture() {
     for (std::size_t i = 0; i < replicas.size(); ++i) {
@@ -143,6 +149,54 @@ struct fixture {
       anon_send_exit(r.gateway, exit_reason::user_shutdown);
       r.services->stop(30s);
     }
+    if (fourth) {
+      anon_send_exit(fourth->gateway, exit_reason::user_shutdown);
+      fourth->services->stop(30s);
+    }
+  }
+
+  /// The replica of the node that joined `grown`.
+  replica& joined_replica() {
+    if (!fourth) {
+      service_settings settings;
+      settings.db_path = dir.sub("n3");
+      auto started = start_services(sys, settings);
+      CAF_REQUIRE(started);
+      fourth.emplace();
+      fourth->services = std::move(*started);
+      fourth->gateway = spawn_node_gateway(sys, fourth->services->handles());
+    }
+    return *fourth;
+  }
+
+  /// A coordinator over `buffer` as node `i` of `list`, its peers reached
+  /// at `peers` (by index in `list`; the entry of `i` is ignored),
+  /// counting majorities under the other lists `lists` sees served (null:
+  /// under `list` alone).
+  secret_replicas_actor coordinator_under(secret_buffer_actor buffer,
+                                          std::size_t i,
+                                          const cluster_map& list,
+                                          std::vector<node_actor> peers,
+                                          std::shared_ptr<serving_lists> lists) {
+    auto result = spawn_secret_replicas(
+      sys, std::move(buffer),
+      {list, i, 3, 300ms, counters, false, 10s, std::move(lists)});
+    for (uint64_t p = 0; p < peers.size(); ++p)
+      if (p != i)
+        anon_send(result, peer_up_atom::value, p, peers[p]);
+    helpers.push_back(actor_cast<actor>(result));
+    return result;
+  }
+
+  /// A chat node 3 of `grown` takes from node 2: its replicas are
+  /// {0, 1, 2} under `map` and {0, 1, 3} under `grown`.
+  std::string chat_moving_to_node_3() const {
+    for (int i = 0;; ++i) {
+      auto chat = "c" + std::to_string(i) + "@g.us";
+      auto set = grown.replica_indices({key_kind::chat, chat}, 3);
+      if (std::find(set.begin(), set.end(), 2) == set.end())
+        return chat;
+    }
   }
 
   secret_buffer_actor buffer_of(std::size_t i) {
@@ -158,7 +212,7 @@ struct fixture {
                                     std::optional<cluster_map> list = {}) {
     auto result = spawn_secret_replicas(
       sys, buffer_of(0),
-      {list ? *list : map, 0, 3, timeout, counters, false, timeout});
+      {list ? *list : map, 0, 3, timeout, counters, false, timeout, nullptr});
     for (uint64_t i = 1; i <= 2; ++i)
       anon_send(result, peer_up_atom::value, i, peers[i - 1]);
     return result;
@@ -337,6 +391,73 @@ CAF_TEST(a lookup sees what a majority holds though the coordinator missed it) {
     CAF_CHECK(!found->at(1).found);
   }
   anon_send_exit(coordinating, exit_reason::user_shutdown);
+}
+
+CAF_TEST(while the list changes a lookup counts a majority of each list) {
+  auto chat = chat_moving_to_node_3();
+  auto entry = make_entry("j1", 9);
+  entry.chat = chat;
+  secret_key key{chat, entry.sender, entry.msg_id};
+  // Node 2, still under the old list, queues while node 0 is silent: the
+  // answered capture is on {1, 2} alone.
+  auto old = coordinator_under(buffer_of(2), 2, map,
+                               {silent(), replicas[1].gateway, {}}, nullptr);
+  CAF_REQUIRE(ask<ok_atom>(old, 10s, queue_atom::value, entry));
+  CAF_REQUIRE(!held_by(0, key).found);
+  // Node 3, under the new list, looks it up while node 1 is silent: {0, 3}
+  // is a majority of the new replicas, neither holding it.
+  auto& joined = joined_replica();
+  auto buffer = joined.services->service<secret_buffer_service>().actors().buffer;
+  std::vector<node_actor> peers{replicas[0].gateway, silent(),
+                                replicas[2].gateway, {}};
+  auto alone = coordinator_under(buffer, 3, grown, peers, nullptr);
+  auto missed = ask<secret_lookup>(alone, 10s, lookup_atom::value, key);
+  CAF_REQUIRE(missed);
+  CAF_CHECK(!missed->found);
+  // Counting the old list's majority too, node 2 is asked and shows it.
+  auto joint = coordinator_under(buffer, 3, grown, peers,
+                                 serving_lists::fixed({map}));
+  auto found = ask<secret_lookup>(joint, 10s, lookup_atom::value, key);
+  CAF_REQUIRE(found);
+  CAF_CHECK(found->found);
+  CAF_CHECK(found->secret == secret_of(9));
+}
+
+CAF_TEST(while the list changes a queue reaches a majority of each list) {
+  auto chat = chat_moving_to_node_3();
+  auto entry = make_entry("j2", 11);
+  entry.chat = chat;
+  secret_key key{chat, entry.sender, entry.msg_id};
+  auto& joined = joined_replica();
+  auto buffer = joined.services->service<secret_buffer_service>().actors().buffer;
+  // Node 3, under the new list, queues while node 1 is silent: counting
+  // the old list too, the capture must reach node 2.
+  std::vector<node_actor> peers{replicas[0].gateway, silent(),
+                                replicas[2].gateway, {}};
+  auto joint = coordinator_under(buffer, 3, grown, peers,
+                                 serving_lists::fixed({map}));
+  CAF_REQUIRE(ask<ok_atom>(joint, 10s, queue_atom::value, entry));
+  CAF_CHECK(held_by(2, key).found);
+  // So node 2, still under the old list, finds it with node 0 silent.
+  auto old = coordinator_under(buffer_of(2), 2, map,
+                               {silent(), replicas[1].gateway, {}}, nullptr);
+  auto found = ask<secret_lookup>(old, 10s, lookup_atom::value, key);
+  CAF_REQUIRE(found);
+  CAF_CHECK(found->found);
+}
+
+CAF_TEST(a node that has not heard which lists its peers serve queues nothing) {
+  auto unheard = std::make_shared<serving_lists>(2);
+  auto n0 = coordinator_under(buffer_of(0), 0, map,
+                              {{}, replicas[1].gateway, replicas[2].gateway},
+                              unheard);
+  auto refused = ask<ok_atom>(n0, 10s, queue_atom::value, make_entry("u1", 1));
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
+  CAF_CHECK(!held_by(1, key_of("u1")).found);
+  unheard->peer_serves(0, {"127.0.0.1:4302", "127.0.0.1:4303"}, true);
+  unheard->peer_unanswered(1);
+  CAF_CHECK(ask<ok_atom>(n0, 10s, queue_atom::value, make_entry("u1", 1)));
 }
 
 CAF_TEST(a coordinator that stops answers every request under way) {
@@ -537,7 +658,7 @@ CAF_TEST(a coordinator catching up counts its own replica out of reads) {
   copy_to(0, {make_entry("r", 4)});
   copy_to(1, {make_entry("r", 4)});
   auto coordinating = spawn_secret_replicas(
-    sys, buffer_of(0), {map, 0, 3, 500ms, counters, true});
+    sys, buffer_of(0), {map, 0, 3, 500ms, counters, true, 30s, nullptr});
   anon_send(coordinating, peer_up_atom::value, uint64_t{1},
             replicas[1].gateway);
   anon_send(coordinating, peer_up_atom::value, uint64_t{2}, silent());

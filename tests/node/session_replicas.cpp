@@ -158,9 +158,14 @@ struct fixture {
   temp_dir dir;
   test_config cfg;
   actor_system sys{cfg};
-  std::array<replica, 3> replicas;
+  /// Three listed in `map`; the fourth joins them in `grown`.
+  std::array<replica, 4> replicas;
   cluster_map map{std::vector<node_endpoint>{
     {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303}}};
+  /// `map` with a fourth node: the list after one joined.
+  cluster_map grown{std::vector<node_endpoint>{
+    {"127.0.0.1", 4301}, {"127.0.0.1", 4302}, {"127.0.0.1", 4303},
+    {"127.0.0.1", 4304}}};
   std::vector<actor> others;
   std::vector<replicated_sessions> coordinating;
   std::vector<session_sync_actor> repairs;
@@ -181,7 +186,8 @@ struct fixture {
                              .io)
         r.io.push_back(actor_cast<session_replica_io_actor>(x));
       r.endpoint = spawn_session_replica_endpoint(sys, r.io, r.catching_up);
-      r.repair = sync_of(i, false);
+      r.repair = i < map.size() ? sync_of(i, false)
+                                : sync_of(i, false, {}, grown, i);
       replica_endpoints endpoints;
       endpoints.session_replicas = r.endpoint;
       endpoints.session_sync = actor_cast<session_listing_requests>(r.repair);
@@ -258,7 +264,8 @@ struct fixture {
                                std::optional<cluster_map> list = {}) {
     auto result = start_replicated_sessions(
       sys, replicas[i].io,
-      {list ? *list : map, i, 3, timeout, counters, replicas[i].catching_up},
+      {list ? *list : map, i, 3, timeout, counters, replicas[i].catching_up,
+       nullptr},
       {});
     for (uint64_t p = 0; p < 3; ++p) {
       if (p == i)
@@ -269,6 +276,38 @@ struct fixture {
     }
     coordinating.push_back(result);
     return result.persister;
+  }
+
+  /// Node `i` of `list` coordinating its sessions, its peers reached at
+  /// `peers` (by index in `list`; the entry of `i` is ignored), counting
+  /// majorities under the other lists `lists` sees served (null: under
+  /// `list` alone).
+  session_persister_actor node_under(std::size_t i, const cluster_map& list,
+                                     std::vector<node_actor> peers,
+                                     std::shared_ptr<serving_lists> lists,
+                                     caf::timespan timeout) {
+    auto result = start_replicated_sessions(
+      sys, replicas[i].io,
+      {list, i, 3, timeout, counters, replicas[i].catching_up,
+       std::move(lists)},
+      {});
+    for (uint64_t p = 0; p < peers.size(); ++p)
+      if (p != i)
+        for (const auto& x : result.coordinators)
+          anon_send(x, peer_up_atom::value, p, peers[p]);
+    coordinating.push_back(result);
+    return result.persister;
+  }
+
+  /// A session node 3 of `grown` takes from node 2: its replicas are
+  /// {0, 1, 2} under `map` and {0, 1, 3} under `grown`.
+  std::string session_moving_to_node_3() const {
+    for (int i = 0;; ++i) {
+      auto session = "s" + std::to_string(i);
+      auto set = grown.replica_indices({key_kind::session, session}, 3);
+      if (std::find(set.begin(), set.end(), 2) == set.end())
+        return session;
+    }
   }
 
   template <class Answer, class Handle, class... Ts>
@@ -669,6 +708,69 @@ CAF_TEST(a node under another list is handed off the sessions it keeps there) {
   // Both peers hold every session and offered each it gained.
   CAF_CHECK_EQUAL(counters->keys_handed_off.load(), 2 * gained.size());
   CAF_CHECK_EQUAL(counters->keys_repaired.load(), gained.size());
+}
+
+CAF_TEST(while the list changes a read counts a majority of each list) {
+  auto session = session_moving_to_node_3();
+  // Node 2, still under the old list, writes while node 0 is silent: the
+  // answered write is on {1, 2} alone.
+  auto h = handle();
+  auto old = node_under(2, map, {silent(), replicas[1].gateway, {}}, nullptr,
+                        300ms);
+  CAF_REQUIRE(register_at(old, session, h));
+  CAF_REQUIRE(persist_at(old, session, h, "v1", {row("a", 1)}));
+  CAF_REQUIRE(!held_by(0, session));
+  // Node 3, under the new list, reads while node 1 is silent: {0, 3} is a
+  // majority of the new replicas and never saw the write. Under the new
+  // list alone the write is not found; counting the old list's majority
+  // too, node 2 is asked and shows it.
+  std::vector<node_actor> peers{replicas[0].gateway, silent(),
+                                replicas[2].gateway, {}};
+  auto alone = node_under(3, grown, peers, nullptr, 300ms);
+  auto missed = load_at(alone, session);
+  CAF_REQUIRE(!missed);
+  CAF_CHECK_EQUAL(code_of(missed.error()), code(errc::not_found));
+  auto joint = node_under(3, grown, peers, serving_lists::fixed({map}),
+                          300ms);
+  auto loaded = load_at(joint, session);
+  CAF_REQUIRE(loaded);
+  CAF_CHECK_EQUAL(loaded->blob, "v1");
+  CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a"}));
+}
+
+CAF_TEST(while the list changes a write reaches a majority of each list) {
+  auto session = session_moving_to_node_3();
+  // Node 3, under the new list, registers and persists while node 1 is
+  // silent: counting the old list too, the write must reach node 2.
+  auto h = handle();
+  std::vector<node_actor> peers{replicas[0].gateway, silent(),
+                                replicas[2].gateway, {}};
+  auto joint = node_under(3, grown, peers, serving_lists::fixed({map}),
+                          300ms);
+  CAF_REQUIRE(register_at(joint, session, h));
+  CAF_REQUIRE(persist_at(joint, session, h, "v1", {row("a", 1)}));
+  // Node 2, still under the old list, reads while node 0 is silent: {1, 2}.
+  auto old = node_under(2, map, {silent(), replicas[1].gateway, {}}, nullptr,
+                        300ms);
+  auto loaded = load_at(old, session);
+  CAF_REQUIRE(loaded);
+  CAF_CHECK_EQUAL(loaded->blob, "v1");
+  CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a"}));
+}
+
+CAF_TEST(a node that has not heard which lists its peers serve writes nothing) {
+  auto unheard = std::make_shared<serving_lists>(2);
+  auto n0 = node_under(0, map, {{}, replicas[1].gateway, replicas[2].gateway},
+                       unheard, 10s);
+  auto h = handle();
+  auto refused = register_at(n0, "s", h);
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
+  CAF_CHECK(!held_by(1, "s"));
+  unheard->peer_unanswered(0);
+  unheard->peer_serves(1, {"127.0.0.1:4301", "127.0.0.1:4302",
+                           "127.0.0.1:4303"}, false);
+  CAF_CHECK(register_at(n0, "s", h));
 }
 
 CAF_TEST(a catching up replica does not count toward a read) {

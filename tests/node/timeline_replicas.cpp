@@ -131,9 +131,14 @@ struct fixture {
   temp_dir dir;
   test_config cfg;
   actor_system sys{cfg};
-  std::array<replica, 3> replicas;
+  /// Three listed in `map`; the fourth joins them in `grown`.
+  std::array<replica, 4> replicas;
   cluster_map map{std::vector<node_endpoint>{
     {"127.0.0.1", 4401}, {"127.0.0.1", 4402}, {"127.0.0.1", 4403}}};
+  /// `map` with a fourth node: the list after one joined.
+  cluster_map grown{std::vector<node_endpoint>{
+    {"127.0.0.1", 4401}, {"127.0.0.1", 4402}, {"127.0.0.1", 4403},
+    {"127.0.0.1", 4404}}};
   std::vector<actor> others;
   std::vector<replicated_rooms> coordinating;
   std::vector<timeline_sync_actor> repairs;
@@ -149,7 +154,8 @@ struct fixture {
       r.services = std::move(*started);
       r.store = r.services->service<timeline_service>().replica_store();
       r.endpoint = spawn_room_replica_endpoint(sys, r.store, r.catching_up);
-      r.repair = sync_of(i, false);
+      r.repair = i < map.size() ? sync_of(i, false)
+                                : sync_of(i, false, {}, grown, i);
       replica_endpoints endpoints;
       endpoints.room_replicas = r.endpoint;
       endpoints.room_sync = actor_cast<room_listing_requests>(r.repair);
@@ -218,7 +224,8 @@ struct fixture {
                          std::optional<cluster_map> list = {}) {
     auto result = start_replicated_rooms(
       sys, replicas[i].store,
-      {list ? *list : map, i, 3, timeout, counters, replicas[i].catching_up},
+      {list ? *list : map, i, 3, timeout, counters, replicas[i].catching_up,
+       nullptr},
       {});
     for (uint64_t p = 0; p < 3; ++p) {
       if (p == i)
@@ -228,6 +235,45 @@ struct fixture {
     }
     coordinating.push_back(result);
     return coordinating.back();
+  }
+
+  /// Node `i` of `list` coordinating its rooms, its peers reached at
+  /// `peers` (by index in `list`; the entry of `i` is ignored), counting
+  /// majorities under the other lists `lists` sees served (null: under
+  /// `list` alone).
+  replicated_rooms node_under(std::size_t i, const cluster_map& list,
+                              std::vector<node_actor> peers,
+                              std::shared_ptr<serving_lists> lists,
+                              caf::timespan timeout) {
+    auto result = start_replicated_rooms(
+      sys, replicas[i].store,
+      {list, i, 3, timeout, counters, replicas[i].catching_up,
+       std::move(lists)},
+      {});
+    for (uint64_t p = 0; p < peers.size(); ++p)
+      if (p != i)
+        anon_send(result.coordinator, peer_up_atom::value, p, peers[p]);
+    coordinating.push_back(result);
+    return coordinating.back();
+  }
+
+  /// A room node 3 of `grown` takes from node 2 (its replicas are
+  /// {0, 1, 2} under `map`, {0, 1, 3} under `grown`), with events a0 and
+  /// a1 appended by node 2 under `map` while node 0 was silent: answered,
+  /// and held by nodes 1 and 2 alone.
+  std::string appended_on_old_replicas_1_and_2() {
+    std::string room;
+    for (int i = 0; room.empty(); ++i) {
+      auto candidate = "!r" + std::to_string(i);
+      auto set = grown.replica_indices({key_kind::room, candidate}, 3);
+      if (std::find(set.begin(), set.end(), 2) == set.end())
+        room = candidate;
+    }
+    auto old = node_under(2, map, {silent(), replicas[1].gateway, {}},
+                          nullptr, 300ms);
+    CAF_REQUIRE(append_at(old, room, events("a", 2)));
+    CAF_REQUIRE(ids_at(0, room).empty());
+    return room;
   }
 
   template <class Answer, class Handle, class... Ts>
@@ -331,12 +377,10 @@ CAF_TEST(a_coordinators_ballots_carry_its_id) {
 
 CAF_TEST(a_repair_refuses_a_listing_asked_under_another_list) {
   // Index 1 names another node in a list of another node.
-  auto grown = map.nodes();
-  grown.push_back({"127.0.0.1", 4304});
   auto other = ask<std::vector<room_listing>>(
     replicas[0].gateway, replica_atom::value, room_atom::value,
     digest_atom::value,
-    cluster_map{map.version() + 1, grown, {0, 1, 2, 3}}.fingerprint(),
+    cluster_map{map.version() + 1, grown.nodes(), {0, 1, 2, 3}}.fingerprint(),
     uint64_t{1});
   CAF_REQUIRE(!other);
   CAF_CHECK_EQUAL(code_of(other.error()), code(errc::not_replica));
@@ -346,6 +390,50 @@ CAF_TEST(a_repair_refuses_a_listing_asked_under_another_list) {
   CAF_CHECK(ask<std::vector<room_listing>>(
     replicas[0].gateway, replica_atom::value, room_atom::value,
     digest_atom::value, map.fingerprint(), uint64_t{1}));
+}
+
+CAF_TEST(while_the_list_changes_an_append_counts_a_majority_of_each_list) {
+  auto room = appended_on_old_replicas_1_and_2();
+  // Node 3, under the new list, appends while node 1 is silent. Counting
+  // the old list's majority too, it reads node 2 and continues the log.
+  std::vector<node_actor> peers{replicas[0].gateway, silent(),
+                                replicas[2].gateway, {}};
+  auto joint = node_under(3, grown, peers, serving_lists::fixed({map}),
+                          300ms);
+  CAF_REQUIRE(append_at(joint, room, events("b", 1)));
+  std::vector<std::string> expected{"a0", "a1", "b0"};
+  CAF_CHECK_EQUAL(ids_at(3, room), expected);
+  CAF_CHECK_EQUAL(ids_at(0, room), expected);
+  CAF_CHECK_EQUAL(ids_at(2, room), expected);
+}
+
+CAF_TEST(under_its_own_list_alone_a_new_node_would_lose_an_answered_append) {
+  // What the test above guards against: the same round counted under the
+  // new list alone sees {0, 3}, neither of which holds the answered
+  // events, and starts the log without them.
+  auto room = appended_on_old_replicas_1_and_2();
+  std::vector<node_actor> peers{replicas[0].gateway, silent(),
+                                replicas[2].gateway, {}};
+  auto alone = node_under(3, grown, peers, nullptr, 300ms);
+  CAF_REQUIRE(append_at(alone, room, events("b", 1)));
+  CAF_CHECK_EQUAL(ids_at(3, room), std::vector<std::string>{"b0"});
+}
+
+CAF_TEST(a_node_that_has_not_heard_its_peers_lists_coordinates_no_room) {
+  // Before every peer told which list it serves under, a majority under
+  // this node's list alone may miss what another list's answered: the
+  // client is sent to the next replica.
+  auto unheard = std::make_shared<serving_lists>(2);
+  auto n0 = node_under(0, map, {{}, replicas[1].gateway, replicas[2].gateway},
+                       unheard, 10s);
+  auto refused = append_at(n0, "!r", events("a", 1));
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
+  CAF_CHECK(ids_at(1, "!r").empty());
+  unheard->peer_serves(0, {"127.0.0.1:4401", "127.0.0.1:4402",
+                           "127.0.0.1:4403"}, false);
+  unheard->peer_unanswered(1);
+  CAF_CHECK(append_at(n0, "!r", events("a", 1)));
 }
 
 CAF_TEST(a_replica_that_does_not_answer_holds_up_no_append) {

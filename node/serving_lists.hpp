@@ -1,0 +1,136 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <coalesce/client/cluster_map.hpp>
+
+/// The cluster lists a node's coordinators count majorities under: its own,
+/// and every other list a peer of its list serves under (joint quorums).
+///
+/// While the list changes, nodes serve under two lists at once, and a
+/// majority of a key's replicas under one list need not meet a majority
+/// under the other (old {A, B, C}, new {A, B, D}: {B, C} and {A, D}). A
+/// coordinator that counts a majority under every list it sees served
+/// meets any coordinator that counts one under a single one of them, so
+/// what either answered, the other reads. Only two coordinators that each
+/// count a single, different list could miss each other, and a node counts
+/// a single list only once every peer of its list answered that it serves
+/// the same one.
+///
+/// The peer watch writes it (what each peer's answers to its pings name);
+/// the coordinators read it on each round. Until every peer was asked once
+/// (answered, or failed to) since this node started, the node cannot know
+/// the lists in use, and its coordinators take no call (`settled`).
+namespace coalesce {
+
+struct serving_view {
+  /// Lists other than this node's that peers of its list serve under,
+  /// each once.
+  std::vector<cluster_map> others;
+  /// Whether every peer was asked once since start.
+  bool settled = false;
+  /// One more with every change of `others` or `settled`: a coordinator
+  /// prepared under an older view prepares again.
+  uint64_t generation = 0;
+};
+
+class serving_lists {
+public:
+  /// A node's view over `peers` peers (its list's other nodes, by the
+  /// peer watch's numbering).
+  explicit serving_lists(std::size_t peers)
+    : lists_(peers), asked_(peers, false),
+      view_(std::make_shared<const serving_view>()) {
+    if (peers == 0)
+      publish();
+  }
+
+  /// A view for tests and for a node that watches nobody: settled, with
+  /// `others` served.
+  static std::shared_ptr<serving_lists>
+  fixed(std::vector<cluster_map> others) {
+    auto result = std::make_shared<serving_lists>(others.size());
+    for (std::size_t i = 0; i < others.size(); ++i) {
+      std::vector<std::string> nodes;
+      for (const auto& node : others[i].nodes())
+        nodes.push_back(node.text());
+      result->peer_serves(i, std::move(nodes), true);
+    }
+    return result;
+  }
+
+  std::shared_ptr<const serving_view> current() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return view_;
+  }
+
+  /// Peer `peer` answered that it serves `nodes` ("host:port" in list
+  /// order); `other` tells whether that differs from this node's list.
+  void peer_serves(std::size_t peer, std::vector<std::string> nodes,
+                   bool other) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    asked_[peer] = true;
+    if (other)
+      lists_[peer] = std::move(nodes);
+    else
+      lists_[peer].reset();
+    publish();
+  }
+
+  /// Peer `peer` could not be asked (down, unreachable): it counts as
+  /// asked, and the list it last named stays (it may serve under it yet).
+  void peer_unanswered(std::size_t peer) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (asked_[peer])
+      return;
+    asked_[peer] = true;
+    publish();
+  }
+
+private:
+  void publish() {
+    auto next = std::make_shared<serving_view>();
+    next->settled = true;
+    for (bool asked : asked_)
+      next->settled = next->settled && asked;
+    std::vector<std::vector<std::string>> seen;
+    for (const auto& list : lists_) {
+      if (!list)
+        continue;
+      if (std::find(seen.begin(), seen.end(), *list) != seen.end())
+        continue;
+      seen.push_back(*list);
+      cluster_map parsed;
+      if (!cluster_map::parse(*list, "a peer's cluster list", parsed))
+        next->others.push_back(std::move(parsed));
+    }
+    if (next->settled == view_->settled && same_lists(next->others))
+      return;
+    next->generation = view_->generation + 1;
+    view_ = std::move(next);
+  }
+
+  bool same_lists(const std::vector<cluster_map>& others) const {
+    if (others.size() != view_->others.size())
+      return false;
+    for (std::size_t i = 0; i < others.size(); ++i)
+      if (others[i].nodes() != view_->others[i].nodes())
+        return false;
+    return true;
+  }
+
+  mutable std::mutex mtx_;
+  std::vector<std::optional<std::vector<std::string>>> lists_;
+  std::vector<bool> asked_;
+  std::shared_ptr<const serving_view> view_;
+};
+
+} // namespace coalesce
