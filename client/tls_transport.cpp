@@ -249,10 +249,15 @@ private:
   }
 
   /// Tells `options().on_refused` why the handshake failed: OpenSSL's
-  /// reason, or the peer's going away before it finished.
+  /// reason, or the peer's going away before it finished (not when it
+  /// went away without sending a byte).
   void report_refusal() {
     const auto& report = options().on_refused;
     if (!report)
+      return;
+    // A peer that connected and sent nothing (a load balancer's TCP health
+    // check, a port probe) began no handshake to refuse.
+    if (accepting_ && BIO_number_read(SSL_get_rbio(ssl_)) == 0)
       return;
     report(peer_of(fd_), accepting_,
            first_error("the peer closed the connection during the "

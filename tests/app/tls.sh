@@ -210,6 +210,26 @@ test_refused_handshakes_are_logged_with_the_peer_and_counted() {
   kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
 }
 
+test_a_tcp_probe_that_sends_nothing_is_no_refusal() {
+  start_with_metrics probed "${NODE_TLS[@]}" || { CURRENT_OK=0; return; }
+  local i
+  # Connected and closed without a byte, as a TCP health check does.
+  for i in $(seq 1 20); do
+    bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT && exec 3>&-" 2>/dev/null
+  done
+  # Then one handshake that is refused: the only refusal there is.
+  "$CLI" --port="$PORT" --timeout=10s stats >/dev/null 2>&1
+  check "the refused handshake is logged" \
+    wait_log_count "$WORK/probed.log" "TLS handshake from 127.0.0.1:[0-9]* refused: " 1 30
+  check "a client with a certificate is served" tls_cli stats >/dev/null
+  curl -sS --max-time 20 "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/probed.prom"
+  local refused
+  refused=$(awk '$1 == "coalesce_tls_handshakes_refused_total" { print $2 }' "$WORK/probed.prom")
+  check "the metric counts the one refusal, not the 20 probes (got $refused)" [ "$refused" = 1 ]
+  check "and one line is logged" [ "$(grep -c "TLS handshake from" "$WORK/probed.log")" = 1 ]
+  kill -TERM "$NODE_PID"; wait_exit "$NODE_PID" 60
+}
+
 test_start_up_is_refused_for_each_bad_tls_file() {
   local c="$CERTS"
   refused_start "certificate without key" \
@@ -403,6 +423,7 @@ run_test "a node with another cas certificate is refused by the client"
 run_test "tls 1 2 offers only suites with forward secrecy"
 run_test "tls min version 1 3 refuses tls 1 2"
 run_test "refused handshakes are logged with the peer and counted"
+run_test "a tcp probe that sends nothing is no refusal"
 run_test "start up is refused for each bad tls file"
 run_test "a non loopback host without tls is refused"
 run_test "a plain loopback node warns about its port"
