@@ -266,7 +266,9 @@ replica_set replicas_under_every_list(Self* self, const routing_key& key,
           == result.nodes.end())
         result.nodes.push_back(index);
     }
-    result.groups.push_back(std::move(group));
+    // A group of none could never be decided.
+    if (!group.empty())
+      result.groups.push_back(std::move(group));
   }
   return result;
 }

@@ -103,7 +103,9 @@ private:
       next->settled = next->settled && asked;
     std::vector<std::vector<std::string>> seen;
     for (const auto& list : lists_) {
-      if (!list)
+      // A peer that names no list (started without `coalesce.cluster`)
+      // keeps no replica of anything.
+      if (!list || list->empty())
         continue;
       if (std::find(seen.begin(), seen.end(), *list) != seen.end())
         continue;

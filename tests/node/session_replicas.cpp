@@ -773,6 +773,17 @@ CAF_TEST(a node that has not heard which lists its peers serve writes nothing) {
   CAF_CHECK(register_at(n0, "s", h));
 }
 
+CAF_TEST(a peer that names no cluster list adds nothing to count) {
+  // A node started without coalesce.cluster answers pings with no list:
+  // it keeps no replica of anything, and a group of none would never be
+  // decided.
+  auto n0 = node_under(0, map, {{}, replicas[1].gateway, replicas[2].gateway},
+                       serving_lists::fixed({cluster_map{}}), 10s);
+  auto h = handle();
+  CAF_REQUIRE(register_at(n0, "s", h));
+  CAF_CHECK(persist_at(n0, "s", h, "v1", {row("a", 1)}));
+}
+
 CAF_TEST(a catching up replica does not count toward a read) {
   auto h = handle();
   auto first = node(0);
