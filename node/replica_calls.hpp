@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -243,6 +244,30 @@ std::size_t index_for(Self* self, const node_endpoint& where, Grow grow) {
     grow(index + 1);
   }
   return index;
+}
+
+/// The lists in use as this node sees them (`settings.lists`); null for
+/// its own list alone.
+template <class Self>
+std::shared_ptr<const serving_view> lists_in_use(Self* self) {
+  const auto& lists = self->state.settings.lists;
+  return lists ? lists->current() : nullptr;
+}
+
+/// An error while this node does not know yet which lists its peers serve
+/// under: a majority under its own list alone may miss what was answered
+/// under another, so it coordinates nothing then (the client goes to the
+/// next replica). `what` names the key ("session s").
+template <class Self>
+std::optional<caf::error> lists_unknown(Self* self, const std::string& what) {
+  auto view = lists_in_use(self);
+  if (!view || view->settled)
+    return std::nullopt;
+  return make_error(errc::catching_up,
+                    what
+                      + ": this node has not yet heard from every peer "
+                        "which cluster list it serves under; the next "
+                        "replica serves it");
 }
 
 /// The replicas of `key` a round asks, under this node's list and every

@@ -64,9 +64,7 @@ struct replica_plan {
 template <class T, class ChatOf>
 replica_plan plan_for(replicas_pointer self, const std::vector<T>& items,
                       ChatOf chat_of) {
-  auto view = self->state.settings.lists
-                ? self->state.settings.lists->current()
-                : nullptr;
+  auto view = replica_calls::lists_in_use(self);
   replica_plan plan;
   std::unordered_map<std::string, std::vector<std::size_t>> nodes_of_chat;
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -282,20 +280,6 @@ auto failing_quorum(replicas_pointer self, std::shared_ptr<quorum> votes,
   };
 }
 
-/// An error while this node does not know yet which lists its peers serve
-/// under: a majority under its own list alone may miss what was answered
-/// under another, so it coordinates nothing (the client goes to the next
-/// replica).
-std::optional<caf::error> lists_unknown(replicas_pointer self) {
-  const auto& lists = self->state.settings.lists;
-  if (!lists || lists->current()->settled)
-    return std::nullopt;
-  return make_error(errc::catching_up,
-                    "this node has not yet heard from every peer which "
-                    "cluster list it serves under; the next replica serves "
-                    "the chat");
-}
-
 /// How far ahead of this node's clock a client's stamp may be.
 constexpr uint64_t stamp_skew_limit_us = 60'000'000;
 
@@ -303,7 +287,7 @@ caf::result<ok_atom> replicate(replicas_pointer self,
                                std::vector<secret_entry> entries) {
   if (entries.empty())
     return ok_atom::value;
-  if (auto refusal = lists_unknown(self))
+  if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
     return std::move(*refusal);
   // A capture the client stamped keeps its stamp, so that a retry of it
   // through another coordinator, or a copy that waited in a hung one, never
@@ -366,7 +350,7 @@ void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
                  lookups_done done) {
   if (keys.empty())
     return done(std::vector<secret_lookup>{});
-  if (auto refusal = lists_unknown(self))
+  if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
     return done(std::move(*refusal));
   auto plan = plan_for(self, keys,
                        [](const secret_key& x) -> const std::string& {
@@ -398,7 +382,7 @@ void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
 caf::result<ok_atom> flush_replicas(replicas_pointer self,
                                     std::optional<caf::timespan> deadline) {
   const auto& settings = self->state.settings;
-  auto view = settings.lists ? settings.lists->current() : nullptr;
+  auto view = replica_calls::lists_in_use(self);
   // Each list's nodes, by the index this coordinator addresses them by.
   std::vector<std::vector<std::size_t>> lists(1);
   for (std::size_t node = 0; node < settings.map.size(); ++node)
@@ -560,14 +544,14 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
                             std::move(keys));
     },
     [self](flush_atom) -> caf::result<ok_atom> {
-      if (auto refusal = lists_unknown(self))
+      if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
         return std::move(*refusal);
       return flush_replicas(self, std::nullopt);
     },
     [self](flush_atom, caf::timespan deadline) -> caf::result<ok_atom> {
       if (deadline < caf::timespan{0})
         return self->delegate(self->state.local, flush_atom::value, deadline);
-      if (auto refusal = lists_unknown(self))
+      if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
         return std::move(*refusal);
       return flush_replicas(self, deadline);
     },

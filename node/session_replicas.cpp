@@ -84,30 +84,12 @@ auto open_call(coordinator_pointer self,
 
 // -- talking to replicas ---------------------------------------------------------
 
-/// The lists in use as this node sees them; null for its own alone.
-std::shared_ptr<const serving_view> lists_in_use(coordinator_pointer self) {
-  const auto& lists = self->state.settings.lists;
-  return lists ? lists->current() : nullptr;
-}
+using replica_calls::lists_in_use;
+using replica_calls::lists_unknown;
 
 uint64_t lists_generation(coordinator_pointer self) {
   auto view = lists_in_use(self);
   return view ? view->generation : 0;
-}
-
-/// An error while this node does not know yet which lists its peers serve
-/// under: it coordinates nothing then (the client goes to the next
-/// replica).
-std::optional<caf::error> lists_unknown(coordinator_pointer self,
-                                        const std::string& session) {
-  auto view = lists_in_use(self);
-  if (!view || view->settled)
-    return std::nullopt;
-  return make_error(errc::catching_up,
-                    "session " + session
-                      + ": this node has not yet heard from every peer "
-                        "which cluster list it serves under; the next "
-                        "replica serves it");
 }
 
 replica_calls::replica_set replicas_of(coordinator_pointer self,
@@ -215,7 +197,7 @@ void pull_image(coordinator_pointer self, const std::string& session,
 void prepare(coordinator_pointer self, const std::string& session,
              bool again, std::function<void(caf::error)> done,
              int attempts_left = 2) {
-  if (auto refusal = lists_unknown(self, session)) {
+  if (auto refusal = lists_unknown(self, "session " + session)) {
     done(std::move(*refusal));
     return;
   }
@@ -462,7 +444,7 @@ auto ok_or(Answer answer) {
 /// `load`: the newest content a majority shows.
 void load_call(coordinator_pointer self, const std::string& session,
                std::function<void(caf::expected<session_record>)> done) {
-  if (auto refusal = lists_unknown(self, session)) {
+  if (auto refusal = lists_unknown(self, "session " + session)) {
     done(std::move(*refusal));
     return;
   }

@@ -67,11 +67,7 @@ constexpr std::size_t max_remembered = 65536;
 
 using done_fn = std::function<void(caf::error)>;
 
-/// The lists in use as this node sees them; null for its own alone.
-std::shared_ptr<const serving_view> lists_in_use(coordinator_pointer self) {
-  const auto& lists = self->state.settings.lists;
-  return lists ? lists->current() : nullptr;
-}
+using replica_calls::lists_in_use;
 
 replica_calls::replica_set replicas_of(coordinator_pointer self,
                                        const std::string& room) {
@@ -374,15 +370,11 @@ void adopt(coordinator_pointer self, const std::string& room,
 /// promised a higher ballot makes it try once more above that one.
 void prepare(coordinator_pointer self, const std::string& room, done_fn done,
              int attempts_left = 2) {
-  auto view_of_lists = lists_in_use(self);
-  if (view_of_lists && !view_of_lists->settled) {
-    done(make_error(errc::catching_up,
-                    "room " + room
-                      + ": this node has not yet heard from every peer "
-                        "which cluster list it serves under; the next "
-                        "replica serves it"));
+  if (auto refusal = replica_calls::lists_unknown(self, "room " + room)) {
+    done(std::move(*refusal));
     return;
   }
+  auto view_of_lists = lists_in_use(self);
   auto lists = view_of_lists ? view_of_lists->generation : 0;
   auto& c = coordination_of(self, room);
   if (c.prepared && c.lists == lists) {
