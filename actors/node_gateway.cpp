@@ -182,6 +182,9 @@ caf::result<node_stats> gather_stats(gateway_pointer self) {
     stats.sync_rounds = st.peers->sync_rounds.load();
     stats.keys_repaired = st.peers->keys_repaired.load();
     stats.keys_handed_off = st.peers->keys_handed_off.load();
+    for (const auto& held : st.peers->keys_to_hand_off)
+      stats.keys_to_hand_off += held.load();
+    stats.keys_dropped = st.peers->keys_dropped.load();
     stats.cluster = st.peers->cluster;
     stats.cluster_version = st.peers->cluster_version;
     stats.peers_on_other_lists = st.peers->peers_on_other_lists.load();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -127,6 +128,11 @@ struct peer_counters {
   std::atomic<uint64_t> sync_rounds{0};
   std::atomic<uint64_t> keys_repaired{0};
   std::atomic<uint64_t> keys_handed_off{0};
+  /// Keys held here that this node no longer replicates, by kind (secrets,
+  /// sessions, rooms), as the last release pass found them
+  /// (coalesce/node/key_release.hpp), and those it dropped.
+  std::array<std::atomic<uint64_t>, 3> keys_to_hand_off{};
+  std::atomic<uint64_t> keys_dropped{0};
 };
 
 /// The actors a clustered node serves its peers' replica requests

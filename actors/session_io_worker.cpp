@@ -254,6 +254,17 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
         return storage::replica_install(db, ballot, image);
       });
     },
+    [self](replica_atom, drop_atom, const std::string& session,
+           const session_version& expected) -> caf::result<bool> {
+      commit_pending(self);
+      self->state.known.erase(session);
+      auto& db = *self->state.db;
+      auto dropped = guarded_write(
+        db, [&] { return storage::replica_drop(db, session, expected); });
+      if (!dropped)
+        return std::move(dropped.error());
+      return *dropped;
+    },
     [self](replica_atom, image_atom, const std::string& session)
       -> caf::result<session_image> {
       commit_pending(self);

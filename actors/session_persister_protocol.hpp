@@ -169,7 +169,11 @@ using session_io_actor = caf::typed_actor<
 /// this node's and its peers'. Replica deltas join the pending group like
 /// writes; every other replica request commits the group first.
 using session_replica_io_actor
-  = session_io_actor::extend_with<session_replica_requests>;
+  = session_io_actor::extend_with<session_replica_requests>::extend<
+    /// Forgets the session when it is still held as `session_version`
+    /// says (coalesce/storage/session_store.hpp, `replica_drop`).
+    caf::replies_to<replica_atom, drop_atom, std::string,
+                    session_version>::with<bool>>;
 
 /// The writer of one session: runs the session's queue; every message comes
 /// from the persister (its own requests or the clients' it delegated).

@@ -66,6 +66,12 @@ timeline_store(timeline_replica_store_actor::pointer,
       return answer(guarded_write(
         *db, [&] { return storage::room_replica_image(*db, room, from); }));
     },
+    [db](replica_atom, room_atom, drop_atom, const std::string& room,
+         const room_version& expected) {
+      return answer(guarded_write(*db, [&] {
+        return storage::room_replica_drop(*db, room, expected);
+      }));
+    },
     [db](replica_atom, room_atom, install_atom, const room_suffix& part,
          uint64_t promised) {
       return answer(guarded_write(*db, [&] {

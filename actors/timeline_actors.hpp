@@ -49,12 +49,17 @@ namespace coalesce {
 
 // pager_actor and timeline_actor: coalesce/messages/timeline_interface.hpp.
 
-/// The stored timeline with its replica requests, and the repair's
-/// install (a peer's part of the log and its promise, taken when newer).
+/// The stored timeline with its replica requests, the repair's install
+/// (a peer's part of the log and its promise, taken when newer) and the
+/// drop of a room this node no longer replicates.
 using timeline_replica_store_actor
   = timeline_actor::extend_with<timeline_replica_requests>::extend<
     caf::replies_to<replica_atom, room_atom, install_atom, room_suffix,
-                    uint64_t>::with<room_answer>>;
+                    uint64_t>::with<room_answer>,
+    /// Forgets the room when it is still held as `room_version` says
+    /// (coalesce/storage/timeline_replica.hpp, `room_replica_drop`).
+    caf::replies_to<replica_atom, room_atom, drop_atom, std::string,
+                    room_version>::with<bool>>;
 
 timeline_replica_store_actor::behavior_type
 timeline_store(timeline_replica_store_actor::pointer self,

@@ -58,8 +58,9 @@ std::string joined(const std::vector<std::string>& xs) {
 }
 
 /// What a node's repairs say of a change of the list: whether it still
-/// catches up (the keys it gained, or what it missed), and the keys it took
-/// and handed off since it started.
+/// catches up (the keys it gained, or what it missed), the keys it took
+/// and handed off since it started, those it still holds for their new
+/// replicas and those it dropped once they held them.
 std::string handoff_line(const node_stats& stats) {
   std::string result;
   if (stats.catching_up > 0)
@@ -68,7 +69,9 @@ std::string handoff_line(const node_stats& stats) {
   else
     result = "caught up";
   result += "; keys repaired " + std::to_string(stats.keys_repaired)
-            + ", handed off " + std::to_string(stats.keys_handed_off);
+            + ", handed off " + std::to_string(stats.keys_handed_off)
+            + ", to hand off " + std::to_string(stats.keys_to_hand_off)
+            + ", dropped " + std::to_string(stats.keys_dropped);
   if (stats.cluster_lists_counted > 1)
     result += "; counts majorities under "
               + std::to_string(stats.cluster_lists_counted)
@@ -102,6 +105,8 @@ int cluster_status(session& s) {
   int code = exit_ok;
   std::size_t answered = 0;
   std::size_t caught_up = 0;
+  uint64_t to_hand_off = 0;
+  uint64_t dropped = 0;
   for (const auto& node : nodes.nodes()) {
     node_stats stats;
     if (auto failed = stats_of_node(s, node.host, node.port, stats)) {
@@ -117,10 +122,16 @@ int cluster_status(session& s) {
     ++answered;
     if (stats.catching_up == 0)
       ++caught_up;
+    to_hand_off += stats.keys_to_hand_off;
+    dropped += stats.keys_dropped;
   }
   if (answered > 0 && caught_up < answered)
     std::cout << progress_bar(caught_up, answered) << ' ' << caught_up
               << " of " << answered << " nodes caught up\n";
+  if (to_hand_off > 0)
+    std::cout << progress_bar(dropped, dropped + to_hand_off) << ' '
+              << to_hand_off << " keys still held by nodes that no longer "
+              << "replicate them, " << dropped << " dropped\n";
   if (lists.size() > 1) {
     std::cout << "the nodes serve under " << lists.size()
               << " different lists\n";
@@ -154,8 +165,9 @@ void add_cluster_commands(CLI::App& app, cli_commands& commands) {
   cluster->require_subcommand(1);
   auto status = cluster->add_subcommand(
     "status", "print each node's list (its version and nodes) and how its "
-              "handoff stands, a progress bar while nodes catch up, and "
-              "whether they agree (exit 4 when they do not)");
+              "handoff stands, progress bars while nodes catch up and while "
+              "old replicas still hold keys, and whether they agree (exit 4 "
+              "when they do not)");
   commands.push_back({status, [](session& s) { return cluster_status(s); }});
 }
 

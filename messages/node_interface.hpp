@@ -101,6 +101,15 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// that is one of their replicas there (a node that joined, or gained
   /// them when another left; each pull of a key counts it).
   uint64_t keys_handed_off = 0;
+  /// Keys this node holds but no longer replicates under its cluster list
+  /// (it lost them to a node that joined), as its last release pass found
+  /// them: each is dropped once a majority of its replicas holds it at
+  /// least as new, which waits until every peer serves under this node's
+  /// list. 0 once the handoff of a change is complete here.
+  uint64_t keys_to_hand_off = 0;
+  /// Keys this node dropped because their replicas under its list hold
+  /// them (secrets are never dropped).
+  uint64_t keys_dropped = 0;
   /// The nodes of the cluster list this node serves under, in its order
   /// (empty for a node alone): what the fields per peer below are indexed
   /// by, this node's own entry staying 0.
@@ -143,6 +152,8 @@ auto with_named_fields(node_stats& x, F&& f, type_list<Services...>) {
            field("sync_rounds", x.sync_rounds),
            field("keys_repaired", x.keys_repaired),
            field("keys_handed_off", x.keys_handed_off),
+           field("keys_to_hand_off", x.keys_to_hand_off),
+           field("keys_dropped", x.keys_dropped),
            field("cluster", x.cluster),
            field("cluster_version", x.cluster_version),
            field("peers_on_other_lists", x.peers_on_other_lists),
@@ -178,12 +189,13 @@ struct node_own_stats {
                          &node_stats::catching_up, &node_stats::peer_down,
                          &node_stats::cluster_version,
                          &node_stats::peers_on_other_lists,
-                         &node_stats::cluster_lists_counted>;
+                         &node_stats::cluster_lists_counted,
+                         &node_stats::keys_to_hand_off>;
   using counters
     = members<&node_stats::refused_requests, &node_stats::peer_losses,
               &node_stats::replica_requests, &node_stats::replica_failures,
               &node_stats::sync_rounds, &node_stats::keys_repaired,
-              &node_stats::keys_handed_off,
+              &node_stats::keys_handed_off, &node_stats::keys_dropped,
               &node_stats::replica_requests_by_peer,
               &node_stats::replica_failures_by_peer>;
 };

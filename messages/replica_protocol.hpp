@@ -20,6 +20,10 @@ using install_atom = caf::atom_constant<caf::atom("install")>;
 using image_atom = caf::atom_constant<caf::atom("image")>;
 /// What a replica holds of a key, changing nothing.
 using version_atom = caf::atom_constant<caf::atom("version")>;
+/// Forget a key this node no longer replicates, when it holds it as it did
+/// when its replicas were compared (the node's own repair to the actor
+/// that serializes the key's writes; never a peer's request).
+using drop_atom = caf::atom_constant<caf::atom("drop")>;
 
 /// A repair's request for what a peer holds of the keys the asker is a
 /// replica of under the asker's own cluster list (a handoff: the asker

@@ -212,7 +212,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
        settings.cluster.peer_timeout, catch_up, catching_up, counters,
-       list_changed});
+       list_changed, lists});
     handles.session_persister = sessions.persister;
   }
   replicated_rooms rooms;
@@ -231,7 +231,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
        settings.cluster.peer_timeout, catch_up, catching_up, counters,
-       list_changed});
+       list_changed, lists});
     handles.timeline = caf::actor_cast<timeline_requests>(rooms.coordinator);
     handles.backfill_scheduler = rooms.scheduler;
   }

@@ -38,6 +38,8 @@ struct session_sync_state {
   std::vector<node_actor> peers;
   std::unique_ptr<sync_rounds> rounds;
   bool retry_scheduled = false;
+  std::unique_ptr<key_release> release;
+  std::vector<release_promise> release_waiters;
 };
 
 using sync_pointer = session_sync_impl::stateful_pointer<session_sync_state>;
@@ -161,6 +163,48 @@ void exchange(sync_pointer self, std::size_t peer,
     });
 }
 
+/// Whether `theirs` holds everything `mine` does: the same content or
+/// newer, and the same generation claimed alike or a higher one.
+bool holds_at_least(const session_version& theirs,
+                    const session_version& mine) {
+  if (newer_content(mine, theirs))
+    return false;
+  if (theirs.generation != mine.generation)
+    return theirs.generation > mine.generation;
+  return mine.claimant.empty() || theirs.claimant == mine.claimant;
+}
+
+/// A release pass over the sessions this node holds and does not
+/// replicate, unless one runs (it then answers the waiters too).
+void release(sync_pointer self) {
+  run_release_pass<session_listing>(
+    self, "sessions", released_kind::sessions, storage::scan_session_versions,
+    [](const session_listing& x) {
+      return routing_key{key_kind::session, x.session};
+    },
+    [self](const node_actor& gateway, const session_listing& x,
+           std::function<void(caf::expected<bool>)> done) {
+      auto mine = x.version;
+      self
+        ->request(gateway, self->state.settings.timeout, replica_atom::value,
+                  version_atom::value, x.session)
+        .then(
+          [done, mine](replica_answer& theirs) {
+            done(holds_at_least(theirs.version, mine));
+          },
+          [done](caf::error& err) { done(std::move(err)); });
+    },
+    [self](const session_listing& x,
+           std::function<void(caf::expected<bool>)> done) {
+      self
+        ->request(io_for(self, x.session), self->state.settings.timeout,
+                  replica_atom::value, drop_atom::value, x.session,
+                  x.version)
+        .then([done](bool dropped) { done(dropped); },
+              [done](caf::error& err) { done(std::move(err)); });
+    });
+}
+
 session_sync_impl::behavior_type
 session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
              std::vector<session_replica_io_actor> local, caf::actor caught_up,
@@ -171,6 +215,10 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
   st.caught_up = std::move(caught_up);
   st.settings = std::move(settings);
   st.peers.resize(st.settings.map.size());
+  st.release = std::make_unique<key_release>(
+    "sessions", "sessions", released_kind::sessions, st.settings.counters,
+    [self](const caf::error& err) { return self->system().render(err); });
+  answer_releases_at_exit(self);
   start_sync_rounds(self, "sessions", "sessions", "answering reads",
                     "serving reads",
                     [self](std::size_t peer, sync_rounds::report_fn done) {
@@ -206,7 +254,16 @@ session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
     },
     [self](peer_down_atom, uint64_t index) { on_peer_down(self, index); },
     [self](catch_up_atom, bool from_timer) { on_catch_up(self, from_timer); },
-    [self](repair_atom) { on_repair(self); },
+    [self](repair_atom) {
+      on_repair(self);
+      release(self);
+    },
+    [self](release_keys_atom) {
+      auto promise = self->make_response_promise<uint64_t, uint64_t>();
+      self->state.release_waiters.push_back(promise);
+      release(self);
+      return promise;
+    },
   };
 }
 

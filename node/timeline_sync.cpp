@@ -35,6 +35,8 @@ struct timeline_sync_state {
   std::vector<node_actor> peers;
   std::unique_ptr<sync_rounds> rounds;
   bool retry_scheduled = false;
+  std::unique_ptr<key_release> release;
+  std::vector<release_promise> release_waiters;
 };
 
 using sync_pointer = timeline_sync_impl::stateful_pointer<timeline_sync_state>;
@@ -183,6 +185,46 @@ void exchange(sync_pointer self, std::size_t peer,
     });
 }
 
+/// Whether a peer's part from `mine.head` on (`theirs`) shows everything
+/// `mine` holds: a log that continues this one (the same events up to its
+/// head) and a position at least as far back.
+bool holds_at_least(const room_suffix& theirs, const room_version& mine) {
+  if (shared_prefix(theirs.segments, theirs.head(), mine.segments, mine.head)
+      < mine.head)
+    return false;
+  return !mine.positioned
+         || (theirs.positioned && theirs.position <= mine.position);
+}
+
+/// A release pass over the rooms this node holds and does not replicate,
+/// unless one runs (it then answers the waiters too).
+void release(sync_pointer self) {
+  run_release_pass<room_listing>(
+    self, "rooms", released_kind::rooms, storage::scan_room_versions,
+    [](const room_listing& x) { return routing_key{key_kind::room, x.room}; },
+    [self](const node_actor& gateway, const room_listing& x,
+           std::function<void(caf::expected<bool>)> done) {
+      auto mine = x.version;
+      self
+        ->request(gateway, self->state.settings.timeout, replica_atom::value,
+                  room_atom::value, image_atom::value, x.room, mine.head)
+        .then(
+          [done, mine](room_suffix& theirs) {
+            done(holds_at_least(theirs, mine));
+          },
+          [done](caf::error& err) { done(std::move(err)); });
+    },
+    [self](const room_listing& x,
+           std::function<void(caf::expected<bool>)> done) {
+      self
+        ->request(self->state.local, self->state.settings.timeout,
+                  replica_atom::value, room_atom::value, drop_atom::value,
+                  x.room, x.version)
+        .then([done](bool dropped) { done(dropped); },
+              [done](caf::error& err) { done(std::move(err)); });
+    });
+}
+
 timeline_sync_impl::behavior_type
 timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
               timeline_replica_store_actor local, caf::actor caught_up,
@@ -193,6 +235,10 @@ timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
   st.caught_up = std::move(caught_up);
   st.settings = std::move(settings);
   st.peers.resize(st.settings.map.size());
+  st.release = std::make_unique<key_release>(
+    "rooms", "rooms", released_kind::rooms, st.settings.counters,
+    [self](const caf::error& err) { return self->system().render(err); });
+  answer_releases_at_exit(self);
   start_sync_rounds(self, "rooms", "rooms", "taking part in rounds",
                     "taking part in rounds",
                     [self](std::size_t peer, sync_rounds::report_fn done) {
@@ -228,7 +274,16 @@ timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
     },
     [self](peer_down_atom, uint64_t index) { on_peer_down(self, index); },
     [self](catch_up_atom, bool from_timer) { on_catch_up(self, from_timer); },
-    [self](repair_atom) { on_repair(self); },
+    [self](repair_atom) {
+      on_repair(self);
+      release(self);
+    },
+    [self](release_keys_atom) {
+      auto promise = self->make_response_promise<uint64_t, uint64_t>();
+      self->state.release_waiters.push_back(promise);
+      release(self);
+      return promise;
+    },
   };
 }
 

@@ -13,6 +13,7 @@
 #include <coalesce/actors/timeline_actors.hpp>
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/timeline_replica_interface.hpp>
+#include <coalesce/node/key_release.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/secret_sync.hpp>
 
@@ -47,7 +48,11 @@ class database;
 ///   or gained rooms when another left, gets them from nodes still under the
 ///   old list. Both the catch-up and the periodic repair do so.
 /// - **Periodic repair.** Every `interval` (0: never) it runs the exchange
-///   with every peer, counting the rooms it repaired.
+///   with every peer, counting the rooms it repaired, and a release pass
+///   (key_release.hpp): a room this node holds but no longer replicates
+///   (it lost it to a node that joined) is dropped once a majority of its
+///   replicas holds a log that continues this one and a position at least
+///   as far back.
 /// - It serves its peers' exchanges, through the gateway.
 ///
 /// It scans RocksDB itself, so it runs detached.
@@ -55,7 +60,9 @@ namespace coalesce {
 
 using timeline_sync_actor = room_listing_requests::extend<
   caf::reacts_to<peer_up_atom, uint64_t, node_actor>,
-  caf::reacts_to<peer_down_atom, uint64_t>>;
+  caf::reacts_to<peer_down_atom, uint64_t>,
+  /// A release pass now (key_release.hpp): rooms dropped, still held.
+  caf::replies_to<release_keys_atom>::with<uint64_t, uint64_t>>;
 
 struct timeline_sync_settings {
   cluster_map map;
@@ -77,6 +84,10 @@ struct timeline_sync_settings {
   /// Whether the catch-up is for a changed cluster list (this node may
   /// have gained keys): only what it logs differs.
   bool list_changed = false;
+  /// The lists peers serve under: rooms this node no longer replicates are
+  /// dropped only while it serves under its own list alone (null: never
+  /// dropped).
+  std::shared_ptr<const serving_lists> lists = nullptr;
 };
 
 /// Spawns it detached over the node's database and its stored timeline

@@ -62,6 +62,13 @@ std::string encode_replica_key(const std::string& room) {
   return room_prefix(room, replica_tag);
 }
 
+std::string encode_room_start_key(const std::string& room) {
+  std::string out;
+  out.reserve(4 + room.size());
+  put_string(out, room);
+  return out;
+}
+
 std::string encode_room_end_key(const std::string& room) {
   return room_prefix(room, end_tag);
 }

@@ -53,6 +53,9 @@ std::string encode_position_key(const std::string& room);
 
 std::string encode_replica_key(const std::string& room);
 
+/// The first key of `room`: every key of it lies at or after it.
+std::string encode_room_start_key(const std::string& room);
+
 /// The first key after every key of `room`.
 std::string encode_room_end_key(const std::string& room);
 

@@ -275,6 +275,30 @@ caf::expected<room_answer> room_replica_repair(database& db,
   });
 }
 
+caf::expected<bool> room_replica_drop(database& db, const std::string& room,
+                                      const room_version& expected) {
+  using result_type = caf::expected<bool>;
+  return with_room(db, room, [&](database::impl& state) -> result_type {
+    auto held = read_version(state, room);
+    if (!held)
+      return std::move(held.error());
+    if (held->promised != expected.promised
+        || held->segments != expected.segments || held->head != expected.head
+        || held->positioned != expected.positioned
+        || held->position != expected.position)
+      return false;
+    rocksdb::WriteBatch batch;
+    auto status = batch.DeleteRange(state.handle(family::timeline),
+                                    encode_room_start_key(room),
+                                    encode_room_end_key(room));
+    if (!status.ok())
+      return to_error(status, "building a room's drop");
+    if (auto err = write(state, batch))
+      return err;
+    return true;
+  });
+}
+
 caf::error
 scan_room_versions(database& db,
                    const std::function<void(room_listing&&)>& visit) {

@@ -61,6 +61,14 @@ caf::expected<room_answer> room_replica_repair(database& db,
                                                const room_suffix& part,
                                                uint64_t promised);
 
+/// Forgets `room` here, every event and what the replica keeps beside,
+/// when what it holds is still exactly `expected`: whether it did. For a
+/// node that no longer replicates the room, once its replicas hold it
+/// (coalesce/node/key_release.hpp); anything that changed since (an
+/// append, a promise, a position) keeps it.
+caf::expected<bool> room_replica_drop(database& db, const std::string& room,
+                                      const room_version& expected);
+
 /// Calls `visit` with every room stored, and what is held of it.
 caf::error
 scan_room_versions(database& db,

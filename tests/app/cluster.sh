@@ -393,12 +393,33 @@ wait_either_log() { # wait_either_log PATTERN SECONDS FILE...: until a line of o
   return 1
 }
 
-restart_member_listing() { # restart_member_listing I LIST: member I stopped, started with coalesce.cluster LIST
-  kill -TERM "${PID_OF[$1]}"
-  wait_exit "${PID_OF[$1]}" 60
-  start_node "${GROUP}n$1" --coalesce.port="${PORTS[$1]}" --coalesce.cluster="$2" \
-    --coalesce.metrics-port="${PORTS[$1 + 3]}" "${NODE_TLS[@]}" || return 1
-  PID_OF[$1]=$NODE_PID
+restart_member_listing() { # restart_member_listing I LIST [ARGS...]: member I stopped, started with coalesce.cluster LIST
+  local i="$1" list="$2"
+  shift 2
+  kill -TERM "${PID_OF[$i]}"
+  wait_exit "${PID_OF[$i]}" 60
+  start_node "${GROUP}n$i" --coalesce.port="${PORTS[$i]}" --coalesce.cluster="$list" \
+    --coalesce.metrics-port="${PORTS[$i + 3]}" "${NODE_TLS[@]}" "$@" || return 1
+  PID_OF[$i]=$NODE_PID
+}
+
+# wait_dropped N SECONDS: until nodes 0 to 2 together dropped N keys and
+# none holds a key it no longer replicates.
+wait_dropped() {
+  local deadline=$((SECONDS + $2)) i stats dropped held
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    dropped=0
+    held=0
+    for i in 0 1 2; do
+      stats=$(tcli "${PORTS[$i]}" stats) || continue
+      dropped=$((dropped + $(python3 -c "import json,sys; print(json.load(sys.stdin)['keys_dropped'])" <<<"$stats")))
+      held=$((held + $(python3 -c "import json,sys; print(json.load(sys.stdin)['keys_to_hand_off'])" <<<"$stats")))
+    done
+    [ "$dropped" = "$1" ] && [ "$held" = 0 ] && return 0
+    sleep 0.5
+  done
+  echo "    dropped $dropped keys (wanted $1), $held still held" >&2
+  return 1
 }
 
 test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
@@ -467,7 +488,7 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
 test_a_node_that_joins_is_handed_off_its_keys_before_it_serves_them() {
   start_cluster join- || { CURRENT_OK=0; return; }
   local grown="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\",\"127.0.0.1:${PORTS[2]}\",\"127.0.0.1:${PORTS[6]}\"]"
-  local four="$NODES,127.0.0.1:${PORTS[6]}" i gained=0 sessions_gained=0 joined handed
+  local four="$NODES,127.0.0.1:${PORTS[6]}" i gained=0 sessions_gained=0 joined handed out
   local log3="$WORK/join-n3.log"
   for i in $(seq 0 29); do
     echo "j$i@g.us s m $(hex32 $((i + 1))) 0 1700000001"
@@ -510,8 +531,11 @@ test_a_node_that_joins_is_handed_off_its_keys_before_it_serves_them() {
     "$WORK/join-n0.log" "$WORK/join-n1.log" "$WORK/join-n2.log"
   # The others take the four-node list: they gain nothing, so they need no
   # catch-up.
+  # Every 2 s each compares with its peers and looks for keys it holds but
+  # no longer replicates (the release pass).
   for i in 0 1 2; do
-    restart_member_listing "$i" "$grown" || { CURRENT_OK=0; return; }
+    restart_member_listing "$i" "$grown" --coalesce.anti-entropy-interval=2s \
+      || { CURRENT_OK=0; return; }
   done
   check "a node restarted under the grown list logs that nodes joined" \
     grep -q "cluster list changed from version 1: .* to version 2: .*: nodes joined" "$WORK/join-n0.log"
@@ -523,6 +547,23 @@ test_a_node_that_joins_is_handed_off_its_keys_before_it_serves_them() {
   check "so it counts majorities under its list alone again" \
     grep -q '"cluster_lists_counted":1' <<<"$(tcli "${PORTS[6]}" stats)"
   check "and logs so" grep -q "coordinators count majorities under this node's cluster list alone again" "$log3"
+  # Each session node 3 took was on all three; under the four-node list one
+  # of them is no replica of it any more, and drops it once a majority of
+  # its replicas (node 3 among them) holds it: only now that every node
+  # serves the four-node list.
+  check "the old replicas drop the $sessions_gained sessions node 3 took, within 30 s" \
+    wait_dropped "$sessions_gained" 30
+  if [ "$sessions_gained" -gt 0 ]; then
+    check "and log it" grep -q "sessions: dropped [0-9]* sessions this node no longer replicates" \
+      "$WORK/join-n0.log" "$WORK/join-n1.log" "$WORK/join-n2.log"
+  fi
+  out=$("$CLI" "${CLI_TLS[@]}" --nodes="$four" cluster status)
+  check "cluster status shows no node holding keys for others" \
+    [ "$(grep -c "^  caught up; keys repaired [0-9]*, handed off [0-9]*, to hand off 0, dropped [0-9]*$" <<<"$out")" = 4 ]
+  for i in $(seq 0 11); do
+    cmp -s "$WORK/join-s$i.blob" <("$CLI" "${CLI_TLS[@]}" --nodes="$four" session get "js$i") \
+      || { echo "    session js$i is not read back after the drops" >&2; CURRENT_OK=0; }
+  done
   # Node 2 leaves: the others take the list without it, one at a time, each
   # caught up (it may have gained keys) before the next; node 2 stops last.
   local shrunk="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\",\"127.0.0.1:${PORTS[6]}\"]"
@@ -581,7 +622,7 @@ test_a_handoff_interrupted_by_sigkill_completes_once_its_nodes_are_back() {
     "$WORK/kill-n1.log" "$WORK/kill-n2.log"
   out=$("$CLI" "${CLI_TLS[@]}" --nodes="$answering" cluster status)
   check "cluster status shows the joining node catching up, counting both lists" \
-    grep -q "^  catching up (3 of its repairs still wait for a peer); keys repaired [0-9]*, handed off 0; counts majorities under 2 lists (joint quorums while the list changes)$" <<<"$out"
+    grep -q "^  catching up (3 of its repairs still wait for a peer); keys repaired [0-9]*, handed off 0, to hand off 0, dropped 0; counts majorities under 2 lists (joint quorums while the list changes)$" <<<"$out"
   check "with a progress bar: 2 of 3 nodes caught up" \
     grep -q '^\[#############.......\] 2 of 3 nodes caught up$' <<<"$out"
   check "the joining node has not caught up" [ "$(grep -c "secrets: \(caught up\|refilled\)" "$log3")" = 0 ]

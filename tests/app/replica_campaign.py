@@ -56,6 +56,7 @@ answered write was lost or a stale value was read.
 import argparse
 import json
 import os
+import re
 import random
 import shutil
 import signal
@@ -111,7 +112,8 @@ class Node:
                  "--coalesce.stats-interval=0s",
                  f"--coalesce.cluster={self.cluster_list or c.cluster_list}",
                  f"--coalesce.peer-timeout={c.peer_timeout}",
-                 "--coalesce.replicas=3"] + c.node_tls,
+                 "--coalesce.replicas=3"] + c.node_tls
+                + c.membership_args,
                 stdout=log, stderr=subprocess.STDOUT)
         self.starts += 1
         deadline = time.time() + 30
@@ -140,16 +142,21 @@ class Node:
             self.proc.kill()
             self.proc.wait(timeout=30)
 
-    def caught_up(self):
-        """Whether the node answers its stats and is not catching up."""
+    def stats(self):
+        """The node's stats, or None when it does not answer."""
         rc, out, _ = self.campaign.cli(["--port", str(self.port), "stats"],
                                        timeout="3s")
         if rc != 0:
-            return False
+            return None
         try:
-            return json.loads(out)["catching_up"] == 0
-        except (ValueError, KeyError):
-            return False
+            return json.loads(out)
+        except ValueError:
+            return None
+
+    def caught_up(self):
+        """Whether the node answers its stats and is not catching up."""
+        stats = self.stats()
+        return stats is not None and stats.get("catching_up") == 0
 
 
 class Campaign:
@@ -179,6 +186,12 @@ class Campaign:
         self.cluster_list = json.dumps([n.where for n in self.nodes])
         self.nodes_arg = ",".join(n.where for n in self.nodes)
         self.changes = []
+        # While the list changes, each node looks every 2 s for keys it
+        # holds but no longer replicates and drops them once their replicas
+        # hold them (the release pass), so the faults after each change
+        # meet nodes that dropped what they handed off.
+        self.membership_args = (["--coalesce.anti-entropy-interval=2s"]
+                                if args.membership else [])
         # The record kept outside the nodes: every write attempted, per key,
         # in the order the load made them, with whether it was answered ok.
         self.writes = {}
@@ -711,6 +724,17 @@ class Campaign:
         s_lost, s_stale, s_reads, s_problems = self.check_sessions()
         r_lost, r_disordered, r_reads, r_problems = self.check_appended_rooms()
         skipped, repeated, unknown, b_problems = self.check_backfilled_rooms()
+        # What old replicas dropped, from every node's log (a restart
+        # starts its counters again), and what the nodes still hold for
+        # others now.
+        dropped = held = 0
+        for n in self.pool:
+            if os.path.exists(n.log):
+                with open(n.log, errors="replace") as f:
+                    dropped += sum(int(x) for x in re.findall(
+                        r"(?:sessions|rooms): dropped (\d+) ", f.read()))
+        for n in self.nodes:
+            held += (n.stats() or {}).get("keys_to_hand_off", 0)
         # Whole-cluster crash after an answered flush.
         rc, _, err = self.ccli(["secret", "flush"], timeout="30s")
         flushed = rc == 0
@@ -741,6 +765,8 @@ class Campaign:
             "seed": self.args.seed, "cycles": self.args.cycles,
             "faults": self.faults, "seconds": round(time.time() - started),
             "changes": self.changes,
+            "keys_dropped_by_old_replicas": dropped,
+            "keys_still_held_for_others": held,
             "put_batches_answered": self.answered_puts,
             "put_batches_failed": self.failed_puts,
             "flushes_answered": self.answered_flushes,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -216,12 +217,14 @@ struct fixture {
   /// A repair of node `i`'s sessions, catching up first when `catch_up`,
   /// reporting to `caught_up`; its peers are given later (`introduce`).
   /// Under `list` when given, as its node `self` with keys of
-  /// `replica_count` replicas.
+  /// `replica_count` replicas; it drops keys it holds for others only as
+  /// `lists` allows (null: never).
   session_sync_actor sync_of(std::size_t i, bool catch_up,
                              actor caught_up = {},
                              std::optional<cluster_map> list = {},
                              std::size_t self = 0,
-                             std::size_t replica_count = 3) {
+                             std::size_t replica_count = 3,
+                             std::shared_ptr<serving_lists> lists = nullptr) {
     session_sync_settings settings{list ? *list : map,
                                    list ? self : i,
                                    replica_count,
@@ -230,7 +233,9 @@ struct fixture {
                                    100ms,
                                    catch_up,
                                    replicas[i].catching_up,
-                                   counters};
+                                   counters,
+                                   false,
+                                   std::move(lists)};
     auto result = spawn_session_sync(sys, replicas[i].services->database(),
                                      replicas[i].io, caught_up, settings);
     repairs.push_back(result);
@@ -242,6 +247,24 @@ struct fixture {
     for (uint64_t p = 0; p < 3; ++p)
       if (p != i)
         anon_send(repair, peer_up_atom::value, p, replicas[p].gateway);
+  }
+
+  /// Tells `repair` (of node `i` under `grown`) where its peers are.
+  void introduce_under_grown(const session_sync_actor& repair, std::size_t i) {
+    for (uint64_t p = 0; p < grown.size(); ++p)
+      if (p != i)
+        anon_send(repair, peer_up_atom::value, p, replicas[p].gateway);
+  }
+
+  /// A release pass of `repair`: the keys it dropped and those it kept.
+  std::pair<uint64_t, uint64_t> release_at(const session_sync_actor& repair) {
+    scoped_actor self{sys};
+    std::pair<uint64_t, uint64_t> result{0, 0};
+    self->request(repair, 30s, release_keys_atom::value)
+      .receive(
+        [&](uint64_t dropped, uint64_t kept) { result = {dropped, kept}; },
+        [&](error& err) { CAF_FAIL("release failed: " << sys.render(err)); });
+    return result;
   }
 
   node_actor silent() {
@@ -708,6 +731,107 @@ CAF_TEST(a node under another list is handed off the sessions it keeps there) {
   // Both peers hold every session and offered each it gained.
   CAF_CHECK_EQUAL(counters->keys_handed_off.load(), 2 * gained.size());
   CAF_CHECK_EQUAL(counters->keys_repaired.load(), gained.size());
+}
+
+CAF_TEST(a node drops the sessions it lost to a joining node once their replicas hold them) {
+  // Written under the three-node list while node 1 took the claims but
+  // none of the writes: node 0 and node 2 hold each session, node 1 its
+  // generation alone. Node 3 joins; the sessions it takes from node 2 have
+  // the replicas {0, 1, 3}, of which node 0 alone holds them until node 3
+  // was handed them off.
+  auto h = handle();
+  auto claims_only = sys.spawn(write_gate, replicas[1].gateway, false);
+  others.push_back(claims_only);
+  auto persister = node(0, {node_actor{}, actor_cast<node_actor>(claims_only),
+                            node_actor{}},
+                        300ms);
+  std::vector<std::string> lost;
+  std::vector<std::string> kept;
+  for (int i = 0; i < 24; ++i) {
+    auto session = "s" + std::to_string(i);
+    CAF_REQUIRE(register_at(persister, session, h));
+    CAF_REQUIRE(persist_at(persister, session, h, "v" + session,
+                           {row("r", i)}));
+    auto key = routing_key{key_kind::session, session};
+    (replica_of(grown, 3, key, 2) ? kept : lost).push_back(session);
+  }
+  CAF_REQUIRE_GREATER(lost.size(), 0u);
+  CAF_REQUIRE_GREATER(kept.size(), 0u);
+  auto released = sync_of(2, false, {}, grown, 2, 3, serving_lists::fixed({}));
+  introduce_under_grown(released, 2);
+  // One replica of three holds them: node 2 keeps every one.
+  CAF_CHECK_EQUAL(release_at(released),
+                  std::make_pair(uint64_t{0}, uint64_t{lost.size()}));
+  CAF_CHECK_EQUAL(counters->keys_to_hand_off[1].load(), lost.size());
+  for (const auto& session : lost) {
+    CAF_CHECK(held_by(2, session));
+    CAF_CHECK(!held_by(1, session));
+    CAF_CHECK_EQUAL(version_at(1, session).generation,
+                    version_at(2, session).generation);
+  }
+  // Node 3 joins and is handed them off by the nodes of the old list.
+  scoped_actor waiter{sys};
+  replicas[3].catching_up->store(true);
+  auto joined = sync_of(3, true, actor_cast<actor>(waiter), grown, 3);
+  introduce_under_grown(joined, 3);
+  waiter->receive([](caught_up_atom) {},
+                  after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  // While a peer still serves the old list, node 2 may count as a replica
+  // there: it drops nothing.
+  auto joint = sync_of(2, false, {}, grown, 2, 3, serving_lists::fixed({map}));
+  introduce_under_grown(joint, 2);
+  CAF_CHECK_EQUAL(release_at(joint),
+                  std::make_pair(uint64_t{0}, uint64_t{lost.size()}));
+  // Under its list alone, with nodes 0 and 3 holding them, it drops them.
+  CAF_CHECK_EQUAL(release_at(released),
+                  std::make_pair(uint64_t{lost.size()}, uint64_t{0}));
+  for (const auto& session : lost) {
+    CAF_CHECK(!held_by(2, session));
+    auto moved = held_by(3, session);
+    CAF_CHECK(moved && moved->blob == "v" + session);
+  }
+  for (const auto& session : kept)
+    CAF_CHECK(held_by(2, session));
+  CAF_CHECK_EQUAL(counters->keys_dropped.load(), lost.size());
+  CAF_CHECK_EQUAL(counters->keys_to_hand_off[1].load(), 0u);
+  // A coordinator under the new list reads each from its replicas.
+  auto under_grown = node_under(0, grown,
+                                {node_actor{}, replicas[1].gateway,
+                                 replicas[2].gateway, replicas[3].gateway},
+                                serving_lists::fixed({}), 10s);
+  for (const auto& session : lost) {
+    auto loaded = load_at(under_grown, session);
+    CAF_CHECK(loaded && loaded->blob == "v" + session);
+  }
+}
+
+CAF_TEST(a drop keeps a session written since its replicas were compared) {
+  // Node 0's own replica stores each write before the answer.
+  auto h = handle();
+  auto persister = node(0);
+  CAF_REQUIRE(register_at(persister, "s", h));
+  CAF_REQUIRE(persist_at(persister, "s", h, "v1", {row("a", 1)}));
+  auto compared = version_at(0, "s");
+  CAF_REQUIRE(persist_at(persister, "s", h, "v2", {row("b", 2)}));
+  auto io = replicas[0].io.front();
+  auto dropped = ask<bool>(io, replica_atom::value, drop_atom::value,
+                           std::string{"s"}, compared);
+  CAF_REQUIRE(dropped);
+  CAF_CHECK(!*dropped);
+  auto held = held_by(0, "s");
+  CAF_CHECK(held && held->blob == "v2");
+  dropped = ask<bool>(io, replica_atom::value, drop_atom::value,
+                      std::string{"s"}, version_at(0, "s"));
+  CAF_REQUIRE(dropped);
+  CAF_CHECK(*dropped);
+  CAF_CHECK(!held_by(0, "s"));
+  CAF_CHECK_EQUAL(version_at(0, "s").content,
+                  static_cast<uint8_t>(session_content::none));
+  std::vector<std::string> listed;
+  CAF_CHECK(!storage::scan_session_versions(
+    *replicas[0].services->database(),
+    [&](session_listing&& x) { listed.push_back(x.session); }));
+  CAF_CHECK(listed.empty());
 }
 
 CAF_TEST(while the list changes a read counts a majority of each list) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -16,6 +17,7 @@
 #include <coalesce/node/timeline_replicas.hpp>
 #include <coalesce/node/timeline_service.hpp>
 #include <coalesce/node/timeline_sync.hpp>
+#include <coalesce/storage/timeline_replica.hpp>
 
 #include "error_codes.hpp"
 #include "temp_dir.hpp"
@@ -184,12 +186,14 @@ struct fixture {
   /// A repair of node `i`'s rooms, catching up first when `catch_up`,
   /// reporting to `caught_up`; its peers are given later (`introduce`).
   /// Under `list` when given, as its node `self` with keys of
-  /// `replica_count` replicas.
+  /// `replica_count` replicas; it drops keys it holds for others only as
+  /// `lists` allows (null: never).
   timeline_sync_actor sync_of(std::size_t i, bool catch_up,
                               actor caught_up = {},
                               std::optional<cluster_map> list = {},
                               std::size_t self = 0,
-                              std::size_t replica_count = 3) {
+                              std::size_t replica_count = 3,
+                              std::shared_ptr<serving_lists> lists = nullptr) {
     timeline_sync_settings settings{list ? *list : map,
                                     list ? self : i,
                                     replica_count,
@@ -198,7 +202,9 @@ struct fixture {
                                     100ms,
                                     catch_up,
                                     replicas[i].catching_up,
-                                    counters};
+                                    counters,
+                                    false,
+                                    std::move(lists)};
     auto result = spawn_timeline_sync(sys, replicas[i].services->database(),
                                       replicas[i].store, caught_up, settings);
     repairs.push_back(result);
@@ -209,6 +215,24 @@ struct fixture {
     for (uint64_t p = 0; p < 3; ++p)
       if (p != i)
         anon_send(repair, peer_up_atom::value, p, replicas[p].gateway);
+  }
+
+  /// Tells `repair` (of node `i` under `grown`) where its peers are.
+  void introduce_under_grown(const timeline_sync_actor& repair, std::size_t i) {
+    for (uint64_t p = 0; p < grown.size(); ++p)
+      if (p != i)
+        anon_send(repair, peer_up_atom::value, p, replicas[p].gateway);
+  }
+
+  /// A release pass of `repair`: the keys it dropped and those it kept.
+  std::pair<uint64_t, uint64_t> release_at(const timeline_sync_actor& repair) {
+    scoped_actor self{sys};
+    std::pair<uint64_t, uint64_t> result{0, 0};
+    self->request(repair, 30s, release_keys_atom::value)
+      .receive(
+        [&](uint64_t dropped, uint64_t kept) { result = {dropped, kept}; },
+        [&](error& err) { CAF_FAIL("release failed: " << sys.render(err)); });
+    return result;
   }
 
   node_actor silent() {
@@ -625,6 +649,91 @@ CAF_TEST(a_node_under_another_list_is_handed_off_the_rooms_it_keeps_there) {
   for (const auto& room : kept_elsewhere)
     CAF_CHECK(ids_at(2, room).empty());
   CAF_CHECK_EQUAL(counters->keys_handed_off.load(), 2 * gained.size());
+}
+
+CAF_TEST(a_node_drops_the_rooms_it_lost_to_a_joining_node_once_their_replicas_hold_them) {
+  // Appended under the old list while node 0 was silent: nodes 1 and 2
+  // hold the room; under `grown` its replicas are {0, 1, 3}, of which
+  // node 1 alone holds it until node 3 was handed it off.
+  auto room = appended_on_old_replicas_1_and_2();
+  auto old = node_under(1, map, {silent(), {}, replicas[2].gateway}, nullptr,
+                        300ms);
+  CAF_REQUIRE_EQUAL(backfill_at(old, room, 1, 1).events.size(), 1u);
+  auto released = sync_of(2, false, {}, grown, 2, 3, serving_lists::fixed({}));
+  introduce_under_grown(released, 2);
+  CAF_CHECK_EQUAL(release_at(released),
+                  std::make_pair(uint64_t{0}, uint64_t{1}));
+  CAF_CHECK_EQUAL(counters->keys_to_hand_off[2].load(), 1u);
+  CAF_CHECK_EQUAL(ids_at(2, room), (std::vector<std::string>{"a0", "a1"}));
+  scoped_actor self{sys};
+  replicas[3].catching_up->store(true);
+  auto joined = sync_of(3, true, actor_cast<actor>(self), grown, 3);
+  introduce_under_grown(joined, 3);
+  self->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  // While a peer still serves the old list, node 2 drops nothing.
+  auto joint = sync_of(2, false, {}, grown, 2, 3, serving_lists::fixed({map}));
+  introduce_under_grown(joint, 2);
+  CAF_CHECK_EQUAL(release_at(joint),
+                  std::make_pair(uint64_t{0}, uint64_t{1}));
+  CAF_CHECK_EQUAL(release_at(released),
+                  std::make_pair(uint64_t{1}, uint64_t{0}));
+  auto gone = image_at(2, room);
+  CAF_CHECK(gone.events.empty() && gone.segments.empty() && !gone.positioned);
+  auto moved = image_at(3, room);
+  CAF_CHECK_EQUAL(ids_of(moved.events), (std::vector<std::string>{"a0", "a1"}));
+  CAF_CHECK(moved.positioned && moved.position == 1u);
+  CAF_CHECK_EQUAL(counters->keys_dropped.load(), 1u);
+  CAF_CHECK_EQUAL(counters->keys_to_hand_off[2].load(), 0u);
+}
+
+CAF_TEST(a_room_is_kept_while_its_replicas_lack_its_position) {
+  // Nodes 1 and 3 hold the log, but only node 2 took the backfill's
+  // position (a position only ever moves back): node 2 keeps the room.
+  auto room = appended_on_old_replicas_1_and_2();
+  scoped_actor self{sys};
+  replicas[3].catching_up->store(true);
+  auto joined = sync_of(3, true, actor_cast<actor>(self), grown, 3);
+  introduce_under_grown(joined, 3);
+  self->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  auto positioned = ask<room_answer>(
+    replicas[2].store, replica_atom::value, room_atom::value,
+    install_atom::value,
+    room_suffix{room, image_at(2, room).segments, 2, {}, true, 0}, uint64_t{0});
+  CAF_REQUIRE(positioned);
+  CAF_REQUIRE(image_at(2, room).positioned);
+  auto released = sync_of(2, false, {}, grown, 2, 3, serving_lists::fixed({}));
+  introduce_under_grown(released, 2);
+  CAF_CHECK_EQUAL(release_at(released),
+                  std::make_pair(uint64_t{0}, uint64_t{1}));
+  CAF_CHECK(image_at(2, room).positioned);
+}
+
+CAF_TEST(a_drop_keeps_a_room_appended_to_since_its_replicas_were_compared) {
+  auto n0 = node(0);
+  CAF_REQUIRE(append_at(n0, "!r", events("a", 2)));
+  auto& db = *replicas[0].services->database();
+  auto compared = storage::room_replica_version(db, "!r");
+  CAF_REQUIRE(compared);
+  CAF_REQUIRE(append_at(n0, "!r", events("b", 1)));
+  auto dropped = ask<bool>(replicas[0].store, replica_atom::value,
+                           room_atom::value, drop_atom::value,
+                           std::string{"!r"}, *compared);
+  CAF_REQUIRE(dropped);
+  CAF_CHECK(!*dropped);
+  CAF_CHECK_EQUAL(ids_at(0, "!r"), (std::vector<std::string>{"a0", "a1", "b0"}));
+  auto current = storage::room_replica_version(db, "!r");
+  CAF_REQUIRE(current);
+  dropped = ask<bool>(replicas[0].store, replica_atom::value,
+                      room_atom::value, drop_atom::value, std::string{"!r"},
+                      *current);
+  CAF_REQUIRE(dropped);
+  CAF_CHECK(*dropped);
+  std::vector<std::string> listed;
+  CAF_CHECK(!storage::scan_room_versions(
+    db, [&](room_listing&& x) { listed.push_back(x.room); }));
+  CAF_CHECK(listed.empty());
 }
 
 CAF_TEST(a_stopping_coordinator_answers_every_open_call) {
