@@ -319,6 +319,14 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
                       return self->delegate(self->state.replicas.secret_sync,
                                             atom, std::move(asker),
                                             std::move(buckets));
+                    },
+                    [self](replica_atom atom, read_atom verb,
+                           std::vector<secret_key>& keys)
+                      -> caf::result<std::vector<stored_secret>> {
+                      if (auto refusal = refuse_sync(self))
+                        return std::move(*refusal);
+                      return self->delegate(self->state.replicas.secret_sync,
+                                            atom, verb, std::move(keys));
                     }));
   return std::apply(
     [](auto&&... fs) {

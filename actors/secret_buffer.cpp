@@ -646,6 +646,18 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
     },
     [self](flush_atom) { return flush(self); },
     [self](replica_atom, flush_atom) { return flush(self); },
+    [self](replica_atom, drop_atom, std::vector<secret_write>& rows) {
+      // The drain worker is the family's one writer: a batch it writes
+      // before the drop changes the rows, so they stay; one after it
+      // writes its captures again.
+      auto promise = self->make_response_promise<uint64_t>();
+      self
+        ->request(self->state.drain, caf::infinite, drop_atom::value,
+                  std::move(rows))
+        .then([promise](uint64_t dropped) mutable { promise.deliver(dropped); },
+              [promise](caf::error& err) mutable { promise.deliver(err); });
+      return promise;
+    },
     [self](seal_atom) { return seal(self); },
     [self](stats_atom) { return current_stats(self->state); },
     [self](drain_atom) { on_drain(self); },

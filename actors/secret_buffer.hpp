@@ -70,6 +70,11 @@ namespace coalesce {
 /// The client interface (coalesce/messages/secret_buffer_interface.hpp)
 /// plus the buffer's own reminders.
 using secret_buffer_actor = secret_buffer_interface::extend<
+  /// Deletes the rows still stored as given, through the drain worker (a
+  /// node's repair dropping chats it no longer replicates,
+  /// coalesce/node/secret_sync.hpp): how many.
+  caf::replies_to<replica_atom, drop_atom,
+                  std::vector<secret_write>>::with<uint64_t>,
   /// Writes what is pending now (also the buffer's own wake-up and retry).
   caf::reacts_to<drain_atom>,
   /// The buffer's own reminder that the deadline of flush N has passed.

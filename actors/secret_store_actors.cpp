@@ -19,6 +19,14 @@ secret_drain_worker(secret_drain_actor::pointer,
         return err;
       return ok_atom::value;
     },
+    [db](drop_atom, const std::vector<secret_write>& rows)
+      -> caf::result<uint64_t> {
+      auto dropped = guarded_write(
+        *db, [&] { return storage::drop_secrets(*db, rows); });
+      if (!dropped)
+        return std::move(dropped.error());
+      return *dropped;
+    },
     [db](sync_atom) -> caf::result<ok_atom> {
       if (auto err = guarded_write(*db, [&] { return db->sync_wal(); }))
         return err;

@@ -8,6 +8,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <coalesce/messages/atoms.hpp>
+#include <coalesce/messages/replica_protocol.hpp>
 #include <coalesce/messages/secret_entry.hpp>
 
 namespace coalesce::storage {
@@ -28,6 +29,9 @@ namespace coalesce {
 /// only: a `secret_batch` shares its captures with the buffer (see there).
 using secret_drain_actor = caf::typed_actor<
   caf::replies_to<write_atom, secret_batch>::with<ok_atom>,
+  /// Deletes the rows still stored as given (storage's `drop_secrets`):
+  /// how many.
+  caf::replies_to<drop_atom, std::vector<secret_write>>::with<uint64_t>,
   /// Makes every write so far durable, in either durability mode.
   caf::replies_to<sync_atom>::with<ok_atom>>;
 

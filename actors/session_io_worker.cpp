@@ -263,7 +263,7 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
         db, [&] { return storage::replica_drop(db, session, expected); });
       if (!dropped)
         return std::move(dropped.error());
-      return *dropped;
+      return outcome_of(*dropped) == replica_outcome::applied;
     },
     [self](replica_atom, image_atom, const std::string& session)
       -> caf::result<session_image> {

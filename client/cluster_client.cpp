@@ -714,7 +714,7 @@ constexpr bool is_replica_verb
     || std::is_same_v<Verb, write_atom> || std::is_same_v<Verb, install_atom>
     || std::is_same_v<Verb, image_atom> || std::is_same_v<Verb, version_atom>
     || std::is_same_v<Verb, digest_atom> || std::is_same_v<Verb, room_atom>
-    || std::is_same_v<Verb, handoff_atom>;
+    || std::is_same_v<Verb, handoff_atom> || std::is_same_v<Verb, read_atom>;
 
 /// Replicas of sessions and of rooms talk node to node, never through a
 /// client.

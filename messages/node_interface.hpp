@@ -101,14 +101,15 @@ struct node_stats : services_with_stats::apply<stats_members> {
   /// that is one of their replicas there (a node that joined, or gained
   /// them when another left; each pull of a key counts it).
   uint64_t keys_handed_off = 0;
-  /// Keys this node holds but no longer replicates under its cluster list
+  /// Keys (chats, sessions, rooms) this node holds but no longer
+  /// replicates under its cluster list
   /// (it lost them to a node that joined), as its last release pass found
   /// them: each is dropped once a majority of its replicas holds it at
   /// least as new, which waits until every peer serves under this node's
   /// list. 0 once the handoff of a change is complete here.
   uint64_t keys_to_hand_off = 0;
-  /// Keys this node dropped because their replicas under its list hold
-  /// them (secrets are never dropped).
+  /// Keys (chats, sessions, rooms) this node dropped because their
+  /// replicas under its list hold them.
   uint64_t keys_dropped = 0;
   /// The nodes of the cluster list this node serves under, in its order
   /// (empty for a node alone): what the fields per peer below are indexed

@@ -66,6 +66,12 @@ using secret_sync_requests = caf::typed_actor<
   caf::replies_to<handoff_atom, handoff_asker>::with<secret_digest>,
   /// Those rows, in the buckets named.
   caf::replies_to<handoff_atom, handoff_asker, secret_buckets>::with<
-    std::vector<secret_entry>>>;
+    std::vector<secret_entry>>,
+  /// The rows stored here of `keys` (merged, expired ones included), after
+  /// making everything queued here durable: a node that holds a chat it no
+  /// longer replicates compares its rows with its replicas' before it drops
+  /// them (coalesce/node/key_release.hpp).
+  caf::replies_to<replica_atom, read_atom, std::vector<secret_key>>::with<
+    std::vector<stored_secret>>>;
 
 } // namespace coalesce

@@ -139,8 +139,19 @@ void answer_releases_at_exit(Self* self) {
   });
 }
 
-/// The release pass both repair actors of sessions and rooms run, unless
-/// one runs already (it then answers the waiters too). `Self`'s state
+/// A `release_keys_atom` request: its promise joins the waiters of the
+/// pass under way, or of the one `release(self)` starts.
+template <class Self, class Release>
+caf::typed_response_promise<uint64_t, uint64_t>
+join_release_pass(Self* self, Release release) {
+  auto promise = self->template make_response_promise<uint64_t, uint64_t>();
+  self->state.release_waiters.push_back(promise);
+  release(self);
+  return promise;
+}
+
+/// The release pass the repair actors of secrets, sessions and rooms run,
+/// unless one runs already (it then answers the waiters too). `Self`'s state
 /// holds `release` (a key_release), `release_waiters` (promises of
 /// `release_keys_atom`, answered when the pass ends), `rounds`, `db`,
 /// `peers` (gateways by index) and `settings` (`map`, `self`, `replicas`,

@@ -79,7 +79,54 @@ struct secret_sync_state {
   std::unique_ptr<sync_rounds> rounds;
   /// Whether a retry of the catch-up is scheduled.
   bool retry_scheduled = false;
+  std::unique_ptr<key_release> release;
+  std::vector<release_promise> release_waiters;
 };
+
+/// The rows of one chat, as this node holds them.
+struct held_chat {
+  std::string chat;
+  std::vector<secret_write> rows;
+};
+
+/// Calls `visit` with the rows of each chat stored, chat by chat.
+caf::error scan_held_chats(storage::database& db,
+                           const std::function<void(held_chat&&)>& visit) {
+  held_chat current;
+  auto err = storage::scan_secrets(db, [&](const secret_write& row) {
+    if (row.entry.chat != current.chat && !current.rows.empty()) {
+      visit(std::move(current));
+      current = held_chat{};
+    }
+    current.chat = row.entry.chat;
+    current.rows.push_back(row);
+  });
+  if (!err && !current.rows.empty())
+    visit(std::move(current));
+  return err;
+}
+
+/// Whether a replica's rows (`theirs`, in the order of `mine`) hold every
+/// row of `mine` at least as new: merging this node's row into theirs
+/// changes nothing.
+bool holds_at_least(const std::vector<stored_secret>& theirs,
+                    const std::vector<secret_write>& mine) {
+  if (theirs.size() != mine.size())
+    return false;
+  auto now = storage::unix_now();
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    // An expired row reads as none and counts as none under a later
+    // capture: it holds nothing a replica lacks.
+    if (storage::is_expired(mine[i], now))
+      continue;
+    if (!theirs[i].found)
+      return false;
+    auto merged = storage::apply_capture(&theirs[i].row, mine[i]);
+    if (!(merged.entry == theirs[i].row.entry))
+      return false;
+  }
+  return true;
+}
 
 using sync_pointer = secret_sync_impl::stateful_pointer<secret_sync_state>;
 
@@ -418,6 +465,38 @@ std::vector<std::size_t> every_peer(sync_pointer self) {
                               self->state.settings.self);
 }
 
+/// A release pass over the chats this node holds and does not replicate,
+/// unless one runs (it then answers the waiters too).
+void release(sync_pointer self) {
+  run_release_pass<held_chat>(
+    self, "secrets", released_kind::secrets, scan_held_chats,
+    [](const held_chat& x) { return routing_key{key_kind::chat, x.chat}; },
+    [self](const node_actor& gateway, const held_chat& x,
+           std::function<void(caf::expected<bool>)> done) {
+      std::vector<secret_key> keys;
+      keys.reserve(x.rows.size());
+      for (const auto& row : x.rows)
+        keys.push_back(row.entry.key());
+      auto mine = x.rows;
+      self
+        ->request(gateway, self->state.settings.timeout, replica_atom::value,
+                  read_atom::value, std::move(keys))
+        .then(
+          [done, mine](std::vector<stored_secret>& theirs) {
+            done(holds_at_least(theirs, mine));
+          },
+          [done](caf::error& err) { done(std::move(err)); });
+    },
+    [self](const held_chat& x, std::function<void(caf::expected<bool>)> done) {
+      auto count = x.rows.size();
+      self
+        ->request(self->state.local, self->state.settings.timeout,
+                  replica_atom::value, drop_atom::value, x.rows)
+        .then([done, count](uint64_t dropped) { done(dropped == count); },
+              [done](caf::error& err) { done(std::move(err)); });
+    });
+}
+
 secret_sync_impl::behavior_type
 secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
             secret_buffer_actor local, caf::actor caught_up,
@@ -437,6 +516,10 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       return self->state.settings.map.nodes()[peer].text();
     },
     [self](const caf::error& err) { return self->system().render(err); });
+  st.release = std::make_unique<key_release>(
+    "secrets", "chats", released_kind::secrets, st.settings.counters,
+    [self](const caf::error& err) { return self->system().render(err); });
+  answer_releases_at_exit(self);
   if (st.settings.catch_up && st.settings.map.size() > 1) {
     st.rounds->start_catch_up(
       every_peer(self), [self](uint64_t repaired, std::chrono::milliseconds took) {
@@ -529,7 +612,19 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
     },
     [self](peer_down_atom, uint64_t index) { on_peer_down(self, index); },
     [self](catch_up_atom, bool from_timer) { on_catch_up(self, from_timer); },
-    [self](repair_atom) { on_repair(self); },
+    [self](replica_atom, read_atom, std::vector<secret_key>& keys)
+      -> caf::result<std::vector<stored_secret>> {
+      auto promise = self->make_response_promise<std::vector<stored_secret>>();
+      answer_after_flush(self, promise, [self, keys = std::move(keys)] {
+        return storage::read_secrets(*self->state.db, keys);
+      });
+      return promise;
+    },
+    [self](repair_atom) {
+      on_repair(self);
+      release(self);
+    },
+    [self](release_keys_atom) { return join_release_pass(self, release); },
   };
 }
 

@@ -12,6 +12,7 @@
 #include <coalesce/actors/secret_buffer.hpp>
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/secret_sync_interface.hpp>
+#include <coalesce/node/key_release.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/sync_rounds.hpp>
 
@@ -49,7 +50,12 @@ class database;
 ///   or holds differently. This is how a node that joined, or gained chats
 ///   when another left, gets them from nodes still under the old list.
 /// - **Periodic repair.** Every `interval` (0: never) it runs the exchange
-///   with every peer, counting the keys it repaired.
+///   with every peer, counting the keys it repaired, and a release pass
+///   (key_release.hpp): a chat this node holds but no longer replicates
+///   (it lost it to a node that joined) is dropped once a majority of its
+///   replicas holds every row of it at least as new (merging this node's
+///   row into theirs changes nothing); the drop goes through the buffer's
+///   drain worker, the family's one writer, and keeps a row that changed.
 /// - It serves its peers' exchanges (`secret_sync_requests`, through the
 ///   gateway).
 ///
@@ -58,7 +64,9 @@ namespace coalesce {
 
 using secret_sync_actor = secret_sync_requests::extend<
   caf::reacts_to<peer_up_atom, uint64_t, node_actor>,
-  caf::reacts_to<peer_down_atom, uint64_t>>;
+  caf::reacts_to<peer_down_atom, uint64_t>,
+  /// A release pass now (key_release.hpp): chats dropped, still held.
+  caf::replies_to<release_keys_atom>::with<uint64_t, uint64_t>>;
 
 struct secret_sync_settings {
   cluster_map map;
@@ -82,6 +90,10 @@ struct secret_sync_settings {
   /// Whether the catch-up is for a changed cluster list (this node may
   /// have gained keys): only what it logs differs.
   bool list_changed = false;
+  /// The lists peers serve under: chats this node no longer replicates are
+  /// dropped only while it serves under its own list alone (null: never
+  /// dropped).
+  std::shared_ptr<const serving_lists> lists = nullptr;
 };
 
 /// Spawns it detached; `caught_up` (the coordinator) receives

@@ -278,12 +278,7 @@ timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       on_repair(self);
       release(self);
     },
-    [self](release_keys_atom) {
-      auto promise = self->make_response_promise<uint64_t, uint64_t>();
-      self->state.release_waiters.push_back(promise);
-      release(self);
-      return promise;
-    },
+    [self](release_keys_atom) { return join_release_pass(self, release); },
   };
 }
 

@@ -185,6 +185,39 @@ read_secrets(database& db, const std::vector<secret_key>& keys) {
   });
 }
 
+caf::expected<uint64_t> drop_secrets(database& db,
+                                     const std::vector<secret_write>& compared) {
+  std::vector<secret_key> keys;
+  keys.reserve(compared.size());
+  for (const auto& x : compared)
+    keys.push_back(x.entry.key());
+  auto stored = read_secrets(db, keys);
+  if (!stored)
+    return std::move(stored.error());
+  using result_type = caf::expected<uint64_t>;
+  return with_open_database(db, [&](database::impl& state) -> result_type {
+    rocksdb::WriteBatch batch;
+    uint64_t dropped = 0;
+    for (std::size_t i = 0; i < compared.size(); ++i) {
+      const auto& held = (*stored)[i];
+      if (!held.found || !(held.row.entry == compared[i].entry)
+          || held.row.captured_at != compared[i].captured_at)
+        continue;
+      auto status = batch.Delete(state.handle(family::secrets),
+                                 encode_secret_key(keys[i]));
+      if (!status.ok())
+        return to_error(status, "building the drop of secrets");
+      ++dropped;
+    }
+    if (dropped == 0)
+      return dropped;
+    if (auto err = to_error(state.write(std::nullopt, &batch),
+                            "dropping secrets"))
+      return err;
+    return dropped;
+  });
+}
+
 caf::error compact_secrets(database& db) {
   return with_open_database(db, [](database::impl& state) -> caf::error {
     auto secrets = state.handle(family::secrets);

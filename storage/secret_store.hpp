@@ -51,6 +51,15 @@ caf::error write_secrets(database& db, const secret_batch& writes,
 caf::expected<std::vector<stored_secret>>
 read_secrets(database& db, const std::vector<secret_key>& keys);
 
+/// Deletes each row of `compared` that is still stored exactly as given
+/// (its merged entry and capture time), in one batch: how many it deleted.
+/// For a node that no longer replicates a chat, once its replicas hold the
+/// rows (coalesce/node/key_release.hpp); a row that changed since it was
+/// compared stays. Only the drain worker calls it: it is the one writer of
+/// the family, so no capture lands between the read and the delete.
+caf::expected<uint64_t> drop_secrets(database& db,
+                                     const std::vector<secret_write>& compared);
+
 /// Flushes the memtable and compacts the whole secrets family down to the
 /// last level, running the purge of expired rows (tests and tools).
 caf::error compact_secrets(database& db);

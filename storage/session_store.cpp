@@ -733,33 +733,27 @@ caf::expected<session_image> replica_image(database& db,
   });
 }
 
-caf::expected<bool> replica_drop(database& db, const std::string& session,
-                                 const session_version& expected) {
-  using result_type = caf::expected<bool>;
-  if (auto what = invalid_session_id(session); !what.empty())
-    return make_error(errc::invalid_request, std::move(what));
-  return with_open_database(db, [&](database::impl& state) -> result_type {
-    auto replica = read_replica(state, session);
-    if (!replica)
-      return std::move(replica.error());
-    const auto& v = replica->version;
-    if (v.generation != expected.generation
-        || v.claimant != expected.claimant || v.promised != expected.promised
-        || v.ballot != expected.ballot || v.seq != expected.seq
-        || v.content != expected.content)
-      return false;
-    rocksdb::WriteBatch batch;
-    auto status = batch.Delete(state.handle(family::sessions),
-                               session_key_prefix(session));
-    if (status.ok())
-      status = clear_rows(state, batch, session);
-    if (!status.ok())
-      return to_error(status, "building the drop");
-    if (auto err = to_error(state.write(std::nullopt, &batch),
-                            "dropping the session replica"))
-      return err;
-    return true;
-  });
+caf::expected<replica_answer>
+replica_drop(database& db, const std::string& session,
+             const session_version& expected) {
+  return change_replica(
+    db, session, std::nullopt,
+    [&](database::impl& state, replica_state& replica,
+        rocksdb::WriteBatch& batch) -> caf::expected<replica_answer> {
+      const auto& v = replica.version;
+      if (v.generation != expected.generation
+          || v.claimant != expected.claimant
+          || v.promised != expected.promised || v.ballot != expected.ballot
+          || v.seq != expected.seq || v.content != expected.content)
+        return answer(replica_outcome::out_of_sync, v);
+      auto status = batch.Delete(state.handle(family::sessions),
+                                 session_key_prefix(session));
+      if (status.ok())
+        status = clear_rows(state, batch, session);
+      if (!status.ok())
+        return to_error(status, "building the drop");
+      return answer(replica_outcome::applied, session_version{});
+    });
 }
 
 caf::error

@@ -202,13 +202,15 @@ caf::expected<session_image> replica_image(database& db,
                                            const std::string& session);
 
 /// Forgets `session` here, its head (blob, tombstone or claim) and rows,
-/// when what the replica holds is still exactly `expected`: whether it did.
-/// For a node that no longer replicates the session, once its replicas
-/// hold it (coalesce/node/key_release.hpp); anything that changed since
-/// (a write, a claim, a promise) keeps it. Leaves no tombstone: no replica
-/// of the session is on this node any more.
-caf::expected<bool> replica_drop(database& db, const std::string& session,
-                                 const session_version& expected);
+/// when what the replica holds is still exactly `expected` (`applied`,
+/// with the empty version); `out_of_sync`, changing nothing, when anything
+/// changed since (a write, a claim, a promise). For a node that no longer
+/// replicates the session, once its replicas hold it
+/// (coalesce/node/key_release.hpp). Leaves no tombstone: no replica of
+/// the session is on this node any more.
+caf::expected<replica_answer>
+replica_drop(database& db, const std::string& session,
+             const session_version& expected);
 
 /// Calls `visit` with the version of every session the replica holds
 /// (blobs, tombstones, claims), in key order.

@@ -48,6 +48,9 @@ failing_disk_drain(secret_drain_actor::stateful_pointer<failing_disk_state> self
       }
       return self->delegate(real, write_atom::value, std::move(batch));
     },
+    [real, self](drop_atom, std::vector<secret_write>& rows) {
+      return self->delegate(real, drop_atom::value, std::move(rows));
+    },
     [real, self](sync_atom) -> result<ok_atom> {
       return self->delegate(real, sync_atom::value);
     },

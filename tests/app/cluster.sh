@@ -547,16 +547,22 @@ test_a_node_that_joins_is_handed_off_its_keys_before_it_serves_them() {
   check "so it counts majorities under its list alone again" \
     grep -q '"cluster_lists_counted":1' <<<"$(tcli "${PORTS[6]}" stats)"
   check "and logs so" grep -q "coordinators count majorities under this node's cluster list alone again" "$log3"
-  # Each session node 3 took was on all three; under the four-node list one
-  # of them is no replica of it any more, and drops it once a majority of
-  # its replicas (node 3 among them) holds it: only now that every node
-  # serves the four-node list.
-  check "the old replicas drop the $sessions_gained sessions node 3 took, within 30 s" \
-    wait_dropped "$sessions_gained" 30
+  # Each chat and session node 3 took was on all three; under the four-node
+  # list one of them is no replica of it any more, and drops it once a
+  # majority of its replicas (node 3 among them) holds it: only now that
+  # every node serves the four-node list.
+  check "the old replicas drop the $gained chats and $sessions_gained sessions node 3 took, within 30 s" \
+    wait_dropped $((gained + sessions_gained)) 30
+  check "and log it" grep -q "secrets: dropped [0-9]* chats this node no longer replicates" \
+    "$WORK/join-n0.log" "$WORK/join-n1.log" "$WORK/join-n2.log"
   if [ "$sessions_gained" -gt 0 ]; then
     check "and log it" grep -q "sessions: dropped [0-9]* sessions this node no longer replicates" \
       "$WORK/join-n0.log" "$WORK/join-n1.log" "$WORK/join-n2.log"
   fi
+  for i in $(seq 0 29); do
+    [ "$("$CLI" "${CLI_TLS[@]}" --nodes="$four" secret get "j$i@g.us" s m)" = "$(hex32 $((i + 1))) 1700000001" ] \
+      || { echo "    j$i@g.us is not read back after the drops" >&2; CURRENT_OK=0; }
+  done
   out=$("$CLI" "${CLI_TLS[@]}" --nodes="$four" cluster status)
   check "cluster status shows no node holding keys for others" \
     [ "$(grep -c "^  caught up; keys repaired [0-9]*, handed off [0-9]*, to hand off 0, dropped [0-9]*$" <<<"$out")" = 4 ]

@@ -732,7 +732,7 @@ class Campaign:
             if os.path.exists(n.log):
                 with open(n.log, errors="replace") as f:
                     dropped += sum(int(x) for x in re.findall(
-                        r"(?:sessions|rooms): dropped (\d+) ", f.read()))
+                        r"(?:secrets|sessions|rooms): dropped (\d+) ", f.read()))
         for n in self.nodes:
             held += (n.stats() or {}).get("keys_to_hand_off", 0)
         # Whole-cluster crash after an answered flush.

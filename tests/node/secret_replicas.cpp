@@ -19,8 +19,10 @@
 #include <coalesce/node/secret_replicas.hpp>
 #include <coalesce/node/secret_sync.hpp>
 #include <coalesce/node/services.hpp>
+#include <coalesce/storage/secret_store.hpp>
 
 #include "error_codes.hpp"
+#include "release_pass.hpp"
 #include "secret_fixtures.hpp"
 #include "temp_dir.hpp"
 #include "test_config.hpp"
@@ -233,13 +235,23 @@ struct fixture {
 
   /// The same under another list: replica `i` is node `self` of `list`,
   /// whose keys have `replica_count` replicas each.
-  void add_repair_under(std::size_t i, const cluster_map& list,
-                        std::size_t self, std::size_t replica_count,
-                        bool catch_up, actor caught_up = {}) {
+  /// It drops chats it holds for others only as `lists` allows (null:
+  /// never).
+  secret_sync_actor add_repair_under(std::size_t i, const cluster_map& list,
+                                     std::size_t self,
+                                     std::size_t replica_count, bool catch_up,
+                                     actor caught_up = {},
+                                     std::shared_ptr<serving_lists> lists
+                                     = nullptr) {
     install_repair(i,
                    {list, self, replica_count, 10s, 0s, 100ms, catch_up,
-                    false, counters},
+                    false, counters, false, std::move(lists)},
                    buffer_of(i), caught_up);
+    return repairs.back();
+  }
+
+  std::pair<uint64_t, uint64_t> release_at(const secret_sync_actor& repair) {
+    return release_pass_of(sys, repair);
   }
 
   void install_repair(std::size_t i, secret_sync_settings settings,
@@ -792,6 +804,122 @@ CAF_TEST(a node that joined is handed off its chats by peers under the old list)
   CAF_CHECK_EQUAL(counters->keys_handed_off.load(), gained.size());
   CAF_CHECK_EQUAL(counters->keys_repaired.load(), gained.size());
   CAF_CHECK_EQUAL(counters->catching_up.load(), 0u);
+}
+
+CAF_TEST(a node drops the chats it lost to a joining node once their replicas hold them) {
+  // Nodes 0 and 1 kept every chat (two replicas each) under a list of the
+  // two; node 2 joined. A chat node 2 takes from node 0 has the replicas
+  // {1, 2}: node 0 keeps it until both hold it.
+  cluster_map old_list{std::vector<node_endpoint>{{"127.0.0.1", 4301},
+                                                  {"127.0.0.1", 4302}}};
+  cluster_map new_list{2, map.nodes(), {0, 1, 2}};
+  auto capture = [](int i) {
+    secret_entry entry{"c" + std::to_string(i) + "@g.us", "a@s.whatsapp.net",
+                       "m",
+                       secret_of(static_cast<uint8_t>(i + 1)),
+                       0,
+                       7};
+    entry.stamp = entry.ts_stamp = (uint64_t(100 + i) << 10) | 1;
+    return entry;
+  };
+  std::vector<secret_entry> lost;
+  std::vector<secret_entry> kept;
+  for (int i = 0; i < 24; ++i) {
+    auto entry = capture(i);
+    auto key = routing_key{key_kind::chat, entry.chat};
+    (replica_of(new_list, 2, key, 0) ? kept : lost).push_back(entry);
+    copy_to(0, {entry});
+  }
+  CAF_REQUIRE_GREATER(lost.size(), 1u);
+  CAF_REQUIRE_GREATER(kept.size(), 0u);
+  // Node 1 holds every capture but the newest of one lost chat, of which
+  // it has an earlier one: node 2 is handed that, and node 0 keeps the
+  // chat.
+  for (int i = 0; i < 24; ++i) {
+    auto entry = capture(i);
+    if (entry.chat == lost.back().chat) {
+      entry.secret = secret_of(200);
+      entry.stamp = entry.ts_stamp = (uint64_t(50) << 10) | 1;
+    }
+    copy_to(1, {entry});
+  }
+  auto newest_on_node_0 = lost.back();
+  lost.pop_back();
+  add_repair_under(1, old_list, 1, 2, false);
+  auto released = add_repair_under(0, new_list, 0, 2, false, {},
+                                   serving_lists::fixed({}));
+  introduce_repairs();
+  // Node 2 holds none of them yet: one replica of two does not suffice.
+  CAF_CHECK_EQUAL(release_at(released),
+                  std::make_pair(uint64_t{0}, uint64_t{lost.size() + 1}));
+  CAF_CHECK_EQUAL(counters->keys_to_hand_off[0].load(), lost.size() + 1);
+  // Node 2 joins and is handed them off by node 1, under the old list.
+  scoped_actor told{sys};
+  add_repair_under(2, new_list, 2, 2, true, actor_cast<actor>(told));
+  introduce_repairs();
+  told->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  // While a peer still serves the old list, node 0 drops nothing.
+  auto joint = spawn_secret_sync(
+    sys, replicas[0].services->database(), buffer_of(0), {},
+    {new_list, 0, 2, 10s, 0s, 100ms, false, false, counters, false,
+     serving_lists::fixed({old_list})});
+  repairs.push_back(joint);
+  introduce_peers(joint, 0,
+                  {replicas[0].gateway, replicas[1].gateway,
+                   replicas[2].gateway});
+  CAF_CHECK_EQUAL(release_at(joint),
+                  std::make_pair(uint64_t{0}, uint64_t{lost.size() + 1}));
+  CAF_CHECK_EQUAL(release_at(released),
+                  std::make_pair(uint64_t{lost.size()}, uint64_t{1}));
+  auto newest = held_by(0, newest_on_node_0.key());
+  CAF_CHECK(newest.found && newest.secret == newest_on_node_0.secret);
+  CAF_CHECK(held_by(2, newest_on_node_0.key()).secret == secret_of(200));
+  for (const auto& entry : lost) {
+    CAF_CHECK(!held_by(0, entry.key()).found);
+    CAF_CHECK(held_by(1, entry.key()).found);
+    auto moved = held_by(2, entry.key());
+    CAF_CHECK(moved.found && moved.secret == entry.secret);
+  }
+  for (const auto& entry : kept)
+    CAF_CHECK(held_by(0, entry.key()).found);
+  CAF_CHECK_EQUAL(counters->keys_dropped.load(), lost.size());
+  CAF_CHECK_EQUAL(counters->keys_to_hand_off[0].load(), 1u);
+}
+
+CAF_TEST(a drop keeps a secret captured again since its replicas were compared) {
+  secret_entry entry{"c@g.us", "a@s.whatsapp.net", "m", secret_of(1), 0, 7};
+  entry.stamp = entry.ts_stamp = (uint64_t(100) << 10) | 1;
+  copy_to(0, {entry});
+  flush(0);
+  std::vector<secret_write> compared;
+  CAF_REQUIRE(!storage::scan_secrets(
+    *replicas[0].services->database(),
+    [&](const secret_write& row) { compared.push_back(row); }));
+  CAF_REQUIRE_EQUAL(compared.size(), 1u);
+  auto later = entry;
+  later.secret = secret_of(2);
+  later.stamp = (uint64_t(200) << 10) | 1;
+  copy_to(0, {later});
+  flush(0);
+  auto drop = [&](std::vector<secret_write> rows) {
+    scoped_actor self{sys};
+    uint64_t dropped = 99;
+    self
+      ->request(buffer_of(0), 10s, replica_atom::value, drop_atom::value,
+                std::move(rows))
+      .receive([&](uint64_t n) { dropped = n; },
+               [&](error& err) { CAF_FAIL(sys.render(err)); });
+    return dropped;
+  };
+  CAF_CHECK_EQUAL(drop(compared), 0u);
+  CAF_CHECK(held_by(0, entry.key()).secret == later.secret);
+  compared.clear();
+  CAF_REQUIRE(!storage::scan_secrets(
+    *replicas[0].services->database(),
+    [&](const secret_write& row) { compared.push_back(row); }));
+  CAF_CHECK_EQUAL(drop(compared), 1u);
+  CAF_CHECK(!held_by(0, entry.key()).found);
 }
 
 CAF_TEST(a peer holding what another handed off hands off nothing again) {

@@ -21,6 +21,7 @@
 #include <coalesce/storage/session_store.hpp>
 
 #include "error_codes.hpp"
+#include "release_pass.hpp"
 #include "session_fixtures.hpp"
 #include "temp_dir.hpp"
 #include "test_config.hpp"
@@ -251,20 +252,14 @@ struct fixture {
 
   /// Tells `repair` (of node `i` under `grown`) where its peers are.
   void introduce_under_grown(const session_sync_actor& repair, std::size_t i) {
-    for (uint64_t p = 0; p < grown.size(); ++p)
-      if (p != i)
-        anon_send(repair, peer_up_atom::value, p, replicas[p].gateway);
+    std::vector<node_actor> gateways;
+    for (const auto& r : replicas)
+      gateways.push_back(r.gateway);
+    introduce_peers(repair, i, gateways);
   }
 
-  /// A release pass of `repair`: the keys it dropped and those it kept.
   std::pair<uint64_t, uint64_t> release_at(const session_sync_actor& repair) {
-    scoped_actor self{sys};
-    std::pair<uint64_t, uint64_t> result{0, 0};
-    self->request(repair, 30s, release_keys_atom::value)
-      .receive(
-        [&](uint64_t dropped, uint64_t kept) { result = {dropped, kept}; },
-        [&](error& err) { CAF_FAIL("release failed: " << sys.render(err)); });
-    return result;
+    return release_pass_of(sys, repair);
   }
 
   node_actor silent() {
