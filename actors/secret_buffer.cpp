@@ -650,13 +650,8 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
       // The drain worker is the family's one writer: a batch it writes
       // before the drop changes the rows, so they stay; one after it
       // writes its captures again.
-      auto promise = self->make_response_promise<uint64_t>();
-      self
-        ->request(self->state.drain, caf::infinite, drop_atom::value,
-                  std::move(rows))
-        .then([promise](uint64_t dropped) mutable { promise.deliver(dropped); },
-              [promise](caf::error& err) mutable { promise.deliver(err); });
-      return promise;
+      return self->delegate(self->state.drain, drop_atom::value,
+                            std::move(rows));
     },
     [self](seal_atom) { return seal(self); },
     [self](stats_atom) { return current_stats(self->state); },

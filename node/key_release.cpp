@@ -81,17 +81,17 @@ void key_release::run() {
                  counted->decided = true;
                  if (!allowed_()) {
                    stopped_ = true;
-                   decided(key, false);
+                   decided(false);
                    return;
                  }
-                 drop_(key, [this, key](caf::expected<bool> dropped) {
+                 drop_(key, [this](caf::expected<bool> dropped) {
                    if (!dropped && failure_.empty())
                      failure_ = render_(dropped.error());
-                   decided(key, dropped && *dropped);
+                   decided(dropped && *dropped);
                  });
                } else if (counted->answered == asked) {
                  counted->decided = true;
-                 decided(key, false);
+                 decided(false);
                }
              });
     // A key of no replica (none listed) is kept: nothing can be asked.
@@ -103,7 +103,7 @@ void key_release::run() {
   in_run_ = false;
 }
 
-void key_release::decided(std::size_t, bool dropped) {
+void key_release::decided(bool dropped) {
   if (dropped) {
     ++dropped_;
     ++counters_->keys_dropped;

@@ -86,7 +86,7 @@ public:
 
 private:
   void run();
-  void decided(std::size_t key, bool dropped);
+  void decided(bool dropped);
   void finish();
 
   std::string kind_;

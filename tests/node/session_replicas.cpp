@@ -777,6 +777,15 @@ CAF_TEST(a node drops the sessions it lost to a joining node once their replicas
   introduce_under_grown(joint, 2);
   CAF_CHECK_EQUAL(release_at(joint),
                   std::make_pair(uint64_t{0}, uint64_t{lost.size()}));
+  // Nor while it catches up: node 1 never answers its comparison (which
+  // waits 10 s), while nodes 0 and 3 would answer that they hold them.
+  auto catching = sync_of(2, true, {}, grown, 2, 3, serving_lists::fixed({}));
+  introduce_peers(catching, 2,
+                  {replicas[0].gateway, silent(), replicas[2].gateway,
+                   replicas[3].gateway});
+  CAF_CHECK_EQUAL(release_at(catching),
+                  std::make_pair(uint64_t{0}, uint64_t{lost.size()}));
+  replicas[2].catching_up->store(false);
   // Under its list alone, with nodes 0 and 3 holding them, it drops them.
   CAF_CHECK_EQUAL(release_at(released),
                   std::make_pair(uint64_t{lost.size()}, uint64_t{0}));
