@@ -71,7 +71,8 @@ backfill_runs::run_id backfill_runs::run_for(const key_type& key,
 
 backfill_runs::ticket_type backfill_runs::join(backfill_request& request,
                                                local_condition local,
-                                               caf::actor_addr source) {
+                                               caf::actor_addr source,
+                                               bool claimed) {
   if (shut_down_)
     return 0;
   auto id = run_for({request.room, request.prio}, request.batch_size);
@@ -85,6 +86,7 @@ backfill_runs::ticket_type backfill_runs::join(backfill_request& request,
   c.stop = std::move(request.stop);
   c.local = std::move(local);
   c.max_batches = request.max_batches;
+  c.claimed = claimed;
   c.first_page = r.end_page();
   callers_.emplace(ticket, std::move(c));
   r.callers.push_back(ticket);
@@ -217,9 +219,23 @@ bool backfill_runs::withdraw(ticket_type ticket) {
   auto c = callers_.find(ticket);
   if (c == callers_.end())
     return false;
+  auto id = c->second.run;
+  if (c->second.ending && !c->second.done
+      && unclaimed_commits_.count(id) > 0) {
+    // Its page waits for a claim that will not come from it: its part ends
+    // now, uncommitted.
+    auto& waiting = awaiting_commit_[id];
+    waiting.erase(std::find(waiting.begin(), waiting.end(), ticket));
+    complete(ticket, stop_reason::cancelled);
+    if (waiting.empty()) {
+      awaiting_commit_.erase(id);
+      if (runs_.count(id) == 0)
+        unclaimed_commits_.erase(id);
+    }
+    return true;
+  }
   if (c->second.done || c->second.detached || c->second.ending)
     return true;
-  auto id = c->second.run;
   complete(ticket, stop_reason::cancelled);
   auto r = runs_.find(id);
   if (r == runs_.end())
@@ -231,8 +247,17 @@ bool backfill_runs::withdraw(ticket_type ticket) {
     return true;
   if (!r->second.started)
     finish_run(id, stop_reason::cancelled);
-  else // At the pager right now: it stops before its next batch.
+  else if (unclaimed_commits_.count(id) > 0) {
+    // Nothing at the pager: the run waited for a claim, and nobody needs
+    // another page. The parts that ended with the held page may still
+    // claim it.
+    if (awaiting_commit_.count(id) > 0)
+      finish_run(id, stop_reason::cancelled);
+    else
+      end_unclaimed(id);
+  } else { // At the pager right now: it stops before its next batch.
     r->second.cancelled = true;
+  }
   return true;
 }
 
@@ -278,8 +303,10 @@ backfill_runs::page_step backfill_runs::on_page(run_id id,
   }
   std::vector<std::pair<ticket_type, stop_reason>> ended;
   std::vector<ticket_type> remaining;
+  auto claimed = false;
   for (auto ticket : r.callers) {
     auto& c = callers_.at(ticket);
+    claimed = claimed || c.claimed;
     c.batches += 1;
     if (auto reason = part_done(c, page))
       ended.emplace_back(ticket, *reason);
@@ -299,11 +326,54 @@ backfill_runs::page_step backfill_runs::on_page(run_id id,
     last = reason;
   }
   r.callers.swap(remaining);
+  auto page_index = r.end_page() - 1;
   drop_unneeded_pages(r);
   page_step step{loaded, !r.callers.empty()};
+  if (loaded && !claimed) {
+    unclaimed_commits_[id] = page_index;
+    step.commit = false;
+    step.held = true;
+  }
   if (!step.next_page)
     finish_run(id, last);
   return step;
+}
+
+std::optional<backfill_runs::run_id>
+backfill_runs::claim(ticket_type ticket) {
+  auto i = callers_.find(ticket);
+  if (i == callers_.end() || i->second.claimed)
+    return std::nullopt;
+  auto& c = i->second;
+  c.claimed = true;
+  if (c.done)
+    return std::nullopt;
+  auto held = unclaimed_commits_.find(c.run);
+  // A caller that joined after the held page does not hold its events.
+  if (held == unclaimed_commits_.end()
+      || (!c.ending && c.first_page > held->second))
+    return std::nullopt;
+  auto id = held->first;
+  unclaimed_commits_.erase(held);
+  return id;
+}
+
+bool backfill_runs::on_claim_deadline(run_id id) {
+  if (unclaimed_commits_.count(id) == 0)
+    return false;
+  end_unclaimed(id);
+  return true;
+}
+
+void backfill_runs::end_unclaimed(run_id id) {
+  unclaimed_commits_.erase(id);
+  if (auto held = awaiting_commit_.find(id); held != awaiting_commit_.end()) {
+    auto tickets = std::move(held->second);
+    awaiting_commit_.erase(held);
+    for (auto ticket : tickets)
+      complete(ticket, stop_reason::cancelled);
+  }
+  finish_run(id, stop_reason::cancelled);
 }
 
 bool backfill_runs::on_commit(run_id id, bool committed) {
@@ -360,6 +430,7 @@ std::size_t backfill_runs::shut_down() {
     for (auto ticket : tickets)
       complete(ticket, stop_reason::cancelled);
   awaiting_commit_.clear();
+  unclaimed_commits_.clear();
   // Pages answered from now on find no run: never delivered, never
   // committed, so the pager loads them again for the next run.
   runs_.clear();

@@ -41,6 +41,14 @@
 ///   it ends with that page's answer, which is not committed.
 /// - A page's events go into the callers' parts before `on_page` says to
 ///   commit it, so every event the room's position passes was delivered.
+/// - A page is committed only once one of the callers holding it has
+///   claimed its ticket (`claim`): a caller on another node claims by
+///   awaiting or detaching, since the answer to its enqueue can be lost
+///   (its client timed out and asked another node); until then the page is
+///   held, and if nobody claims it (`on_claim_deadline`) or every holder
+///   left, it is not committed and the room's next run loads it again. So
+///   the position never passes events whose only caller never learned its
+///   ticket.
 /// - A caller whose part ends with a page that is to be committed is done
 ///   (and answered) only once `on_commit` reports that commit: an answered
 ///   caller's position is durable, so a restarted node pages on from below
@@ -72,8 +80,10 @@ public:
 
   /// A (valid) request from `source`: joins the key's run or queues a new
   /// one. Returns the caller's ticket, or 0 when the queue is full.
+  /// `claimed`: the caller holds its ticket for sure (it is in this
+  /// process), so its pages are committed without waiting for `claim`.
   ticket_type join(backfill_request& request, local_condition local,
-                   caf::actor_addr source);
+                   caf::actor_addr source, bool claimed = true);
 
   /// Marks queued runs that may start now as started and returns them, in
   /// start order: each needs its first page requested.
@@ -84,8 +94,12 @@ public:
     /// Commit the page's cursor: its events were delivered.
     bool commit = false;
     /// Request the next page: after the commit succeeded when `commit`,
-    /// else now.
+    /// else now (unless `held`).
     bool next_page = false;
+    /// The page's events were delivered but no caller holding them has
+    /// claimed its ticket: the commit (and the next page) wait for `claim`
+    /// to return this run, or for `on_claim_deadline`.
+    bool held = false;
   };
 
   /// The pager answered `page` for run `id` (a no-op for a run that ended).
@@ -114,6 +128,17 @@ public:
   /// The caller's part goes on whatever the others do; cancel and death no
   /// longer withdraw it. False for a ticket not known.
   bool detach(ticket_type ticket);
+
+  /// The caller holds its ticket for sure (it awaited or detached it).
+  /// Returns the run whose held page may now be committed, if the caller
+  /// holds that page.
+  std::optional<run_id> claim(ticket_type ticket);
+
+  /// Nobody claimed run `id`'s held page in time: the page is not
+  /// committed, the parts that ended with it end `cancelled` (their events
+  /// in their results) and the run ends `cancelled`. False when nothing was
+  /// held for `id` any more.
+  bool on_claim_deadline(run_id id);
 
   /// Ends every caller's part (`cancelled`), drops every run and refuses
   /// later joins. Returns the runs it ended.
@@ -192,6 +217,8 @@ private:
     local_condition local;
     uint32_t max_batches = 0;
     bool detached = false;
+    /// It holds its ticket for sure (`join`'s `claimed`, or `claim`).
+    bool claimed = true;
     bool done = false;
     /// Its part ended with a page whose commit is not answered yet: the
     /// reason it ends with once it is (its pages are settled already).
@@ -246,6 +273,9 @@ private:
   void drop_unneeded_pages(run& r);
 
   void finish_run(run_id id, stop_reason reason);
+  /// Ends run `id`'s wait for a claim: nothing committed, its waiting parts
+  /// and the run (if not ended yet) end `cancelled`.
+  void end_unclaimed(run_id id);
 
   void count_finished(stop_reason reason);
 
@@ -258,8 +288,12 @@ private:
   run_limits limits_;
   std::size_t results_memory_;
   std::unordered_map<run_id, run> runs_;
-  /// Per run with a commit in flight, the callers whose part ended with it.
+  /// Per run with a commit in flight or held, the callers whose part ended
+  /// with it.
   std::unordered_map<run_id, std::vector<ticket_type>> awaiting_commit_;
+  /// Per run whose loaded page waits for a claim, the index of that page
+  /// among the run's pages.
+  std::unordered_map<run_id, uint64_t> unclaimed_commits_;
   /// The run holding each key's place in `queue_` (queued or running).
   std::map<key_type, run_id> active_;
   /// A fresh run queued behind a key's cancelled running run.

@@ -1,6 +1,7 @@
 #include <coalesce/actors/backfill_scheduler.hpp>
 
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -61,6 +62,17 @@ struct backfill_scheduler_state {
   /// the scheduler stops first.
   parked_requests<result_promise> awaits{"the back-pagination scheduler"};
   caller_monitor callers;
+
+  /// A loaded page whose commit waits for a claim (backfill_runs::claim).
+  struct held_commit {
+    std::string room;
+    page_cursor cursor;
+    bool then_continue = false;
+    /// Which hold of the run its deadline timer is for.
+    uint64_t hold = 0;
+  };
+  std::unordered_map<run_id, held_commit> held_commits;
+  uint64_t last_hold = 0;
 };
 
 namespace {
@@ -108,11 +120,57 @@ void commit_delivered(scheduler_pointer self, run_id id,
       });
 }
 
+/// Keeps the commit of run `id`'s page until a caller holding it claims
+/// its ticket, for at most `pager_timeout`.
+void hold_commit(scheduler_pointer self, run_id id, const std::string& room,
+                 const page_cursor& cursor, bool then_continue) {
+  auto& st = self->state;
+  auto hold = ++st.last_hold;
+  st.held_commits[id]
+    = backfill_scheduler_state::held_commit{room, cursor, then_continue, hold};
+  self->delayed_send(self, st.options.pager_timeout,
+                     claim_deadline_atom::value, id, hold);
+}
+
+/// `ticket` is known to be held by its caller: commits the page that waited
+/// for it, if any.
+void claim(scheduler_pointer self, const backfill_ticket& ticket) {
+  auto& st = self->state;
+  auto id = st.runs->claim(ticket.id);
+  if (!id)
+    return;
+  auto held = st.held_commits.find(*id);
+  if (held == st.held_commits.end())
+    return;
+  auto commit = std::move(held->second);
+  st.held_commits.erase(held);
+  commit_delivered(self, *id, commit.room, commit.cursor,
+                   commit.then_continue);
+}
+
+void on_claim_deadline(scheduler_pointer self, run_id id, uint64_t hold) {
+  auto& st = self->state;
+  auto held = st.held_commits.find(id);
+  if (held == st.held_commits.end() || held->second.hold != hold)
+    return;
+  auto room = std::move(held->second.room);
+  st.held_commits.erase(held);
+  if (!st.runs->on_claim_deadline(id))
+    return;
+  spdlog::info("scheduler: no caller of a run for room {} claimed its "
+               "ticket within {}: its loaded page is not committed and will "
+               "be loaded again",
+               room, caf::deep_to_string(st.options.pager_timeout));
+  carry_out(self);
+}
+
 void on_page(scheduler_pointer self, run_id id, timeline_page& page) {
   auto room = self->state.runs->page_request(id);
   auto step = self->state.runs->on_page(id, page);
   if (step.commit)
     commit_delivered(self, id, room->first, page.cursor, step.next_page);
+  else if (step.held)
+    hold_commit(self, id, room->first, page.cursor, step.next_page);
   else if (step.next_page)
     request_page(self, id);
   carry_out(self);
@@ -146,7 +204,12 @@ caf::result<backfill_ticket> enqueue(scheduler_pointer self,
   if (!valid(request, problem))
     return make_error(errc::invalid_request, problem);
   auto source = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  auto ticket = st.runs->join(request, std::move(local), source);
+  // A caller elsewhere may never get this answer: it claims its ticket
+  // later (backfill_runs.hpp).
+  auto claimed = !source
+                 || (!st.options.local_callers_claim
+                     && source.node() == self->node());
+  auto ticket = st.runs->join(request, std::move(local), source, claimed);
   if (ticket == 0)
     return make_error(errc::queue_full,
                       std::to_string(st.options.limits.max_queued)
@@ -181,6 +244,7 @@ caf::result<backfill_result> await(scheduler_pointer self,
   if (state == backfill_runs::ticket_state::done)
     return st.runs->result(ticket.id);
   st.runs->await_parked(ticket.id);
+  claim(self, ticket);
   auto promise = self->make_response_promise<backfill_result>();
   // One parked await per ticket: the earlier one's requester has usually
   // timed out and re-sent it, and then drops this answer.
@@ -206,6 +270,8 @@ caf::result<ok_atom> detach(scheduler_pointer self,
   if (!known(state))
     return unknown(ticket, state);
   self->state.runs->detach(ticket.id);
+  claim(self, ticket);
+  carry_out(self);
   return ok_atom::value;
 }
 
@@ -215,6 +281,7 @@ ok_atom shut_down(scheduler_pointer self) {
     spdlog::info("scheduler: shutting down, cancelling {} runs",
                  st.runs->run_count());
     st.runs->shut_down();
+    st.held_commits.clear();
     carry_out(self);
   }
   return ok_atom::value;
@@ -270,6 +337,9 @@ backfill_scheduler(scheduler_pointer self, pager_actor pager,
     },
     [self](stats_atom) { return current_stats(self->state); },
     [self](shutdown_atom) { return shut_down(self); },
+    [self](claim_deadline_atom, uint64_t id, uint64_t hold) {
+      on_claim_deadline(self, id, hold);
+    },
   };
 }
 

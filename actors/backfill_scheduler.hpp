@@ -45,6 +45,16 @@
 ///   shutdown is never committed, so the room's next run loads it again.
 ///   Mid-run, the next page is requested once the commit is answered; a
 ///   failed commit fails the run (those events come again: at least once).
+/// - A caller on another node claims its ticket by awaiting or detaching
+///   it: the answer to its enqueue may have been lost (its client gave up
+///   on this node and asked another replica). A loaded page is committed
+///   only once one of the callers whose part holds it has claimed; until
+///   then the run waits (its room's place held), and a page nobody claims
+///   within `pager_timeout`, or whose callers all left, is not committed:
+///   those parts and the run end `cancelled` and the next run loads the
+///   page again. So the position never moves for a run whose callers never
+///   learned their tickets. Callers in this process hold their tickets for
+///   sure and are not waited for.
 /// - Memory: each loaded page is held once, shared by the run and the
 ///   results of its callers; a finished caller leaves its run, and the run
 ///   drops pages no remaining caller needs. Finished results are kept
@@ -80,6 +90,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(coalesce::local_stop)
 
 namespace coalesce {
 
+/// The scheduler's own timer: a run's held page waited `pager_timeout` for
+/// a claim.
+using claim_deadline_atom = caf::atom_constant<caf::atom("claimdue")>;
+
 /// The client interface (coalesce/messages/backfill_scheduler_interface.hpp) plus
 /// what only the scheduler's own process may send.
 using backfill_scheduler_actor = backfill_scheduler_interface::extend<
@@ -87,7 +101,9 @@ using backfill_scheduler_actor = backfill_scheduler_interface::extend<
   caf::replies_to<enqueue_atom, backfill_request, local_stop>::with<
     backfill_ticket>,
   /// Cancels every run and refuses later requests (node shutdown).
-  caf::replies_to<shutdown_atom>::with<ok_atom>>;
+  caf::replies_to<shutdown_atom>::with<ok_atom>,
+  /// (run, hold): sent to itself when a held page was not claimed in time.
+  caf::reacts_to<claim_deadline_atom, uint64_t, uint64_t>>;
 
 // result_bookkeeping_bytes, what a kept result costs besides its events:
 // coalesce/actors/backfill_runs.hpp, which keeps the results.
@@ -105,6 +121,11 @@ struct backfill_scheduler_options {
   /// coalesce/actors/remote_pager.hpp); empty: the node's own timeline. The
   /// node reads it when it picks the scheduler's pager.
   std::string remote_pager;
+  /// Whether callers in this process, too, claim their tickets (by awaiting
+  /// or detaching them) before a page of theirs is committed, as callers on
+  /// other nodes always do: lets one process replay a lost enqueue answer.
+  /// Not a setting.
+  bool local_callers_claim = false;
 
   /// Registers the settings under a config group (`scheduler-max-concurrent`,
   /// `scheduler-max-queued`, `scheduler-max-concurrent-{low,normal,high}`,

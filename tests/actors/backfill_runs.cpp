@@ -408,3 +408,111 @@ CAF_TEST(a dead caller withdraws every ticket it holds) {
   CAF_CHECK(runs.result(b).reason == stop_reason::cancelled);
   CAF_CHECK_EQUAL(runs.run_count(), 0u);
 }
+
+// -- claims: callers whose enqueue answer may have been lost -------------------
+
+CAF_TEST(a page no caller claimed is held until one of its callers claims) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 1);
+  auto ticket = runs.join(r1, nullptr, {}, false);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  auto step = runs.on_page(id, p1);
+  CAF_CHECK(step.held);
+  CAF_CHECK(!step.commit);
+  CAF_CHECK(!step.next_page);
+  CAF_CHECK(runs.state_of(ticket) == state::pending);
+  auto claimed = runs.claim(ticket);
+  CAF_REQUIRE(claimed.has_value());
+  CAF_CHECK_EQUAL(*claimed, id);
+  CAF_CHECK(!runs.claim(ticket)); // Once.
+  CAF_CHECK(!runs.on_commit(id, true));
+  CAF_CHECK(runs.result(ticket).reason == stop_reason::batch_limit_reached);
+  CAF_CHECK_EQUAL(ids_of(runs.result(ticket)), (names{"e1"}));
+}
+
+CAF_TEST(a run goes on past a held page only once it is claimed) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 2);
+  auto ticket = runs.join(r1, nullptr, {}, false);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  auto step = runs.on_page(id, p1);
+  CAF_CHECK(step.held);
+  CAF_CHECK(step.next_page); // After the commit, which waits for the claim.
+  CAF_CHECK_EQUAL(runs.stats().running, 1u);
+  CAF_CHECK(runs.claim(ticket) == std::optional<uint64_t>{id});
+  CAF_CHECK(runs.on_commit(id, true));
+}
+
+CAF_TEST(one claimed caller lets a shared page be committed) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 1);
+  auto r2 = request("!a", 1);
+  runs.join(r1, nullptr, {}, false);
+  runs.join(r2, nullptr, {}, true);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  auto step = runs.on_page(id, p1);
+  CAF_CHECK(step.commit);
+  CAF_CHECK(!step.held);
+}
+
+CAF_TEST(a caller that joined after a held page cannot claim its commit) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 2);
+  auto r2 = request("!a", 1);
+  auto first = runs.join(r1, nullptr, {}, false);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  CAF_CHECK(runs.on_page(id, p1).held);
+  auto later = runs.join(r2, nullptr, {}, false);
+  CAF_CHECK(!runs.claim(later)); // Its part starts after e1.
+  CAF_CHECK(runs.claim(first) == std::optional<uint64_t>{id});
+}
+
+CAF_TEST(a held page nobody claims in time is not committed and its parts end cancelled) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 1);
+  auto ticket = runs.join(r1, nullptr, {}, false);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  CAF_CHECK(runs.on_page(id, p1).held);
+  CAF_CHECK(runs.on_claim_deadline(id));
+  CAF_CHECK(!runs.on_claim_deadline(id));
+  CAF_CHECK(runs.result(ticket).reason == stop_reason::cancelled);
+  CAF_CHECK_EQUAL(ids_of(runs.result(ticket)), (names{"e1"}));
+  CAF_CHECK(!runs.claim(ticket)); // Too late: nothing is committed for it.
+  CAF_CHECK_EQUAL(runs.run_count(), 0u);
+  // The room is free for a run that loads e1 again.
+  auto r2 = request("!a", 1);
+  runs.join(r2, nullptr, {});
+  CAF_CHECK_EQUAL(runs.start_runnable().size(), 1u);
+}
+
+CAF_TEST(a held run whose callers all left ends without its commit) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 2);
+  auto ticket = runs.join(r1, nullptr, {}, false);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  CAF_CHECK(runs.on_page(id, p1).held);
+  CAF_CHECK(runs.withdraw(ticket));
+  CAF_CHECK(runs.result(ticket).reason == stop_reason::cancelled);
+  CAF_CHECK_EQUAL(runs.run_count(), 0u);
+  CAF_CHECK(!runs.on_claim_deadline(id));
+  CAF_CHECK_EQUAL(finished(runs, stop_reason::cancelled), 1u);
+}
+
+CAF_TEST(a part that ended with a held page ends cancelled when its caller leaves) {
+  backfill_runs runs{limits(), plenty};
+  auto r1 = request("!a", 1);
+  auto ticket = runs.join(r1, nullptr, {}, false);
+  auto id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  CAF_CHECK(runs.on_page(id, p1).held);
+  CAF_CHECK(runs.state_of(ticket) == state::pending);
+  CAF_CHECK(runs.withdraw(ticket));
+  CAF_CHECK(runs.result(ticket).reason == stop_reason::cancelled);
+  CAF_CHECK(!runs.on_claim_deadline(id));
+}

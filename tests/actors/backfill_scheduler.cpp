@@ -1007,12 +1007,25 @@ struct stored_timeline_fixture : scheduler_fixture_base {
     return ticket;
   }
 
+  /// A new scheduler over the same store whose callers claim their
+  /// tickets, as callers on other nodes do.
+  void restart_claiming() {
+    anon_send_exit(scheduler, exit_reason::kill);
+    sched.run();
+    backfill_scheduler_options options;
+    options.local_callers_claim = true;
+    start_with(store, options);
+  }
+
   /// Event ids a fresh backfill of `room` loads, to the timeline start.
   std::vector<std::string> backfill_ids(const std::string& room,
                                         uint32_t max_batches = 0) {
     auto request = request_for(room, priority::normal, max_batches);
     request.batch_size = 2;
-    auto result = finished(enqueue(request));
+    return ids_of(finished(enqueue(request)));
+  }
+
+  static std::vector<std::string> ids_of(const backfill_result& result) {
     std::vector<std::string> ids;
     for (auto& e : result.events)
       ids.push_back(e.event_id);
@@ -1071,6 +1084,59 @@ CAF_TEST(a page that arrives after shutdown is loaded again after a restart) {
   CAF_CHECK_EQUAL(finished(ticket).reason, stop_reason::cancelled);
   restart();
   CAF_CHECK_EQUAL(backfill_ids("!r"), (ids{"e4", "e3", "e2", "e1"}));
+}
+
+/// A caller on another node may never get its enqueue's answer: its
+/// client timed out and asked another replica, whose run then must not
+/// find the position moved past a page nobody received. Replayed here with
+/// callers of this process made to claim like remote ones.
+CAF_TEST(a page whose caller never learned its ticket is not committed) {
+  restart_claiming();
+  append("!r", {"e1", "e2", "e3", "e4"});
+  auto request = request_for("!r", priority::normal, 1);
+  request.batch_size = 2;
+  // The first enqueue's answer is lost: nobody awaits its ticket.
+  auto lost = enqueue(request);
+  CAF_CHECK_EQUAL(ask<backfill_scheduler_stats>(stats_atom::value)
+                    .finished[static_cast<std::size_t>(
+                      stop_reason::batch_limit_reached)],
+                  1u); // Its page was loaded.
+  // The retry gets that page, and moves the position past it.
+  auto retried = finished(enqueue(request));
+  CAF_CHECK_EQUAL(ids_of(retried), (ids{"e4", "e3"}));
+  // Claimed late, the lost ticket is answered with what it loaded.
+  CAF_CHECK_EQUAL(ids_of(finished(lost)), (ids{"e4", "e3"}));
+  CAF_CHECK_EQUAL(backfill_ids("!r"), (ids{"e2", "e1"}));
+}
+
+CAF_TEST(a page nobody claims within the pager timeout is loaded again) {
+  restart_claiming();
+  append("!r", {"e1", "e2", "e3", "e4"});
+  auto request = request_for("!r", priority::normal, 2);
+  request.batch_size = 2;
+  auto lost = enqueue(request);
+  // The run waits for a claim, its room's place held: nothing committed.
+  CAF_CHECK_EQUAL(ask<backfill_scheduler_stats>(stats_atom::value).running,
+                  1u);
+  sched.advance_time(30s);
+  sched.run();
+  CAF_CHECK_EQUAL(ask<backfill_scheduler_stats>(stats_atom::value).running,
+                  0u);
+  auto r = finished(lost);
+  CAF_CHECK_EQUAL(r.reason, stop_reason::cancelled);
+  CAF_CHECK_EQUAL(ids_of(r), (ids{"e4", "e3"}));
+  CAF_CHECK_EQUAL(backfill_ids("!r"), (ids{"e4", "e3", "e2", "e1"}));
+}
+
+CAF_TEST(a detach claims a ticket and its run goes on) {
+  restart_claiming();
+  append("!r", {"e1", "e2", "e3", "e4"});
+  auto request = request_for("!r");
+  request.batch_size = 2;
+  auto ticket = enqueue(request);
+  ask<ok_atom>(detach_atom::value, ticket);
+  CAF_CHECK_EQUAL(ids_of(finished(ticket)), (ids{"e4", "e3", "e2", "e1"}));
+  CAF_CHECK_EQUAL(backfill_ids("!r"), ids{});
 }
 
 /// The commit is the step that moves the position: when it fails, the run

@@ -189,11 +189,9 @@ class Campaign:
         # While the list changes, each node looks every 5 s for keys it
         # holds but no longer replicates and drops them once their replicas
         # hold them (the release pass), so the faults after the changes
-        # meet nodes that dropped what they handed off. (Every 2 s, the
-        # repairs' exchanges add enough load to five nodes to slow a
-        # backfill's commit past the scheduler's pager timeout, which
-        # answers the run `failed` though its commit may land: see
-        # docs/results.md.)
+        # meet nodes that dropped what they handed off. (Every 5 s still
+        # makes several passes per change, at less load on five nodes than
+        # every 2 s.)
         self.membership_args = (["--coalesce.anti-entropy-interval=5s"]
                                 if args.membership else [])
         # The record kept outside the nodes: every write attempted, per key,

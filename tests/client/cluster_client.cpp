@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -92,6 +93,20 @@ struct member {
     CAF_CHECK(services->stop(30s));
     services.reset();
     sys.reset();
+  }
+
+  /// Backfill runs this node's scheduler finished, whatever their end.
+  uint64_t runs_finished() {
+    scoped_actor self{*sys};
+    uint64_t result = 0;
+    self->request(gateway, 10s, stats_atom::value)
+      .receive(
+        [&](node_stats& x) {
+          for (auto n : x.backfill_scheduler.finished)
+            result += n;
+        },
+        [&](error& err) { CAF_FAIL(sys->render(err)); });
+    return result;
   }
 
   /// The secrets this node itself wrote.
@@ -338,6 +353,43 @@ CAF_TEST(an await whose node was lost fails saying to retry) {
   CAF_CHECK_NOT_EQUAL(said.find(map.nodes()[issuer].text()),
                       std::string::npos);
   CAF_CHECK_NOT_EQUAL(said.find("retry the request"), std::string::npos);
+}
+
+/// The node cannot know whether the client got its ticket (a client that
+/// timed out asks another replica instead): the page waits for the await.
+CAF_TEST(a backfill from another node moves the position only once awaited) {
+  std::string room = "!claimed:x";
+  auto issuer = map.owner_index({key_kind::room, room});
+  CAF_REQUIRE(ask<uint64_t>(append_atom::value, room,
+                            std::vector<timeline_event>{
+                              {"e1", "m.text", 1, "one"},
+                              {"e2", "m.text", 2, "two"}}));
+  backfill_request request;
+  request.room = room;
+  request.batch_size = 1;
+  request.max_batches = 1;
+  auto unawaited = ask<backfill_ticket>(enqueue_atom::value, request);
+  CAF_REQUIRE(unawaited);
+  // Its run ends with its one page loaded (and not committed).
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (members[issuer].runs_finished() == 0
+         && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  CAF_REQUIRE_EQUAL(members[issuer].runs_finished(), 1u);
+  // A ticket's one event (its part is one batch of one).
+  auto event_of = [&](const expected<backfill_ticket>& ticket) {
+    CAF_REQUIRE(ticket);
+    auto result = ask<backfill_result>(await_atom::value, *ticket);
+    CAF_REQUIRE(result);
+    CAF_REQUIRE_EQUAL(result->events.size(), 1u);
+    return result->events[0].event_id;
+  };
+  CAF_CHECK_EQUAL(event_of(ask<backfill_ticket>(enqueue_atom::value, request)),
+                  "e2");
+  // Awaited late, the first ticket gets the page it loaded.
+  CAF_CHECK_EQUAL(event_of(unawaited), "e2");
+  CAF_CHECK_EQUAL(event_of(ask<backfill_ticket>(enqueue_atom::value, request)),
+                  "e1");
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
