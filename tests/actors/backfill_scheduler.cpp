@@ -192,6 +192,10 @@ struct scheduler_fixture_base : test_coordinator_fixture<test_config> {
   uint64_t queued_at(std::size_t prio) {
     return stats().queued.at(prio);
   }
+
+  uint64_t running() {
+    return stats().running;
+  }
 };
 
 struct scheduler_fixture : scheduler_fixture_base {
@@ -1097,9 +1101,7 @@ CAF_TEST(a page whose caller never learned its ticket is not committed) {
   request.batch_size = 2;
   // The first enqueue's answer is lost: nobody awaits its ticket.
   auto lost = enqueue(request);
-  CAF_CHECK_EQUAL(ask<backfill_scheduler_stats>(stats_atom::value)
-                    .finished[static_cast<std::size_t>(
-                      stop_reason::batch_limit_reached)],
+  CAF_CHECK_EQUAL(finished_count(stats(), stop_reason::batch_limit_reached),
                   1u); // Its page was loaded.
   // The retry gets that page, and moves the position past it.
   auto retried = finished(enqueue(request));
@@ -1116,12 +1118,10 @@ CAF_TEST(a page nobody claims within the pager timeout is loaded again) {
   request.batch_size = 2;
   auto lost = enqueue(request);
   // The run waits for a claim, its room's place held: nothing committed.
-  CAF_CHECK_EQUAL(ask<backfill_scheduler_stats>(stats_atom::value).running,
-                  1u);
+  CAF_CHECK_EQUAL(running(), 1u);
   sched.advance_time(30s);
   sched.run();
-  CAF_CHECK_EQUAL(ask<backfill_scheduler_stats>(stats_atom::value).running,
-                  0u);
+  CAF_CHECK_EQUAL(running(), 0u);
   auto r = finished(lost);
   CAF_CHECK_EQUAL(r.reason, stop_reason::cancelled);
   CAF_CHECK_EQUAL(ids_of(r), (ids{"e4", "e3"}));
