@@ -13,6 +13,7 @@
 #include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <coalesce/actors/node_address.hpp>
 #include <coalesce/messages/timeline_interface.hpp>
 
 /// The remote pager: a pager (coalesce/messages/timeline_interface.hpp) in
@@ -48,16 +49,6 @@ namespace coalesce {
 using node_connector_actor = caf::typed_actor<
   caf::replies_to<caf::connect_atom, std::string, uint16_t>::with<
     caf::node_id, caf::strong_actor_ptr, std::set<std::string>>>;
-
-/// A node's address as `coalesce.scheduler-remote-pager` names it.
-struct node_address {
-  std::string host;
-  uint16_t port = 0;
-};
-
-/// "host:port" with a non-empty host and a port in 1..65535 (the last colon
-/// splits, so "[::1]:4300" keeps its brackets); nothing otherwise.
-std::optional<node_address> parse_node_address(const std::string& text);
 
 /// A pager paging the timeline of the node at `where` through its gateway.
 pager_actor spawn_remote_pager(caf::actor_system& sys,

@@ -8,7 +8,7 @@
 
 #include <coalesce/actors/backfill_scheduler.hpp>
 #include <coalesce/actors/option_text.hpp>
-#include <coalesce/actors/remote_pager.hpp>
+#include <coalesce/actors/node_address.hpp>
 #include <coalesce/actors/secret_buffer.hpp>
 
 namespace coalesce {
