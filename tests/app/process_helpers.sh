@@ -25,7 +25,20 @@ cleanup() {
     wait "$pid" 2>/dev/null
   done
   declare -F extra_cleanup >/dev/null && extra_cleanup
-  [ -n "${KEEP_WORK:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"
+  if [ -n "${KEEP_WORK:-}" ]; then
+    echo "kept $WORK" >&2
+    return
+  fi
+  # A failure that a rerun may not repeat needs its nodes' logs: they are
+  # kept (not the databases) beside where the work directory was.
+  if [ "$FAILED" -gt 0 ]; then
+    local logs="$WORK-logs"
+    mkdir -p "$logs"
+    (cd "$WORK" && find . -name '*.log' | while read -r f; do
+       mkdir -p "$logs/$(dirname "$f")" && cp "$f" "$logs/$f"; done)
+    echo "kept the logs in $logs" >&2
+  fi
+  rm -rf "$WORK"
 }
 trap cleanup EXIT
 
