@@ -75,6 +75,24 @@ backfill_runs::page_step deliver(backfill_runs& runs, backfill_runs::run_id id,
   return step;
 }
 
+/// One caller of "!a" whose enqueue answer may have been lost (unclaimed),
+/// and its run after one page of "e1": the ticket, the run and the step.
+struct unclaimed_run {
+  backfill_runs::ticket_type ticket;
+  backfill_runs::run_id id;
+  backfill_runs::page_step step;
+};
+
+unclaimed_run one_page_unclaimed(backfill_runs& runs, uint32_t max_batches) {
+  auto r = request("!a", max_batches);
+  unclaimed_run x;
+  x.ticket = runs.join(r, nullptr, {}, false);
+  x.id = runs.start_runnable().at(0);
+  auto p1 = page_of({"e1"});
+  x.step = runs.on_page(x.id, p1);
+  return x;
+}
+
 } // namespace
 
 CAF_TEST(requests for one room and priority join one run) {
@@ -413,11 +431,7 @@ CAF_TEST(a dead caller withdraws every ticket it holds) {
 
 CAF_TEST(a page no caller claimed is held until one of its callers claims) {
   backfill_runs runs{limits(), plenty};
-  auto r1 = request("!a", 1);
-  auto ticket = runs.join(r1, nullptr, {}, false);
-  auto id = runs.start_runnable().at(0);
-  auto p1 = page_of({"e1"});
-  auto step = runs.on_page(id, p1);
+  auto [ticket, id, step] = one_page_unclaimed(runs, 1);
   CAF_CHECK(step.held);
   CAF_CHECK(!step.commit);
   CAF_CHECK(!step.next_page);
@@ -433,11 +447,7 @@ CAF_TEST(a page no caller claimed is held until one of its callers claims) {
 
 CAF_TEST(a run goes on past a held page only once it is claimed) {
   backfill_runs runs{limits(), plenty};
-  auto r1 = request("!a", 2);
-  auto ticket = runs.join(r1, nullptr, {}, false);
-  auto id = runs.start_runnable().at(0);
-  auto p1 = page_of({"e1"});
-  auto step = runs.on_page(id, p1);
+  auto [ticket, id, step] = one_page_unclaimed(runs, 2);
   CAF_CHECK(step.held);
   CAF_CHECK(step.next_page); // After the commit, which waits for the claim.
   CAF_CHECK_EQUAL(runs.stats().running, 1u);
@@ -460,12 +470,9 @@ CAF_TEST(one claimed caller lets a shared page be committed) {
 
 CAF_TEST(a caller that joined after a held page cannot claim its commit) {
   backfill_runs runs{limits(), plenty};
-  auto r1 = request("!a", 2);
+  auto [first, id, step] = one_page_unclaimed(runs, 2);
+  CAF_CHECK(step.held);
   auto r2 = request("!a", 1);
-  auto first = runs.join(r1, nullptr, {}, false);
-  auto id = runs.start_runnable().at(0);
-  auto p1 = page_of({"e1"});
-  CAF_CHECK(runs.on_page(id, p1).held);
   auto later = runs.join(r2, nullptr, {}, false);
   CAF_CHECK(!runs.claim(later)); // Its part starts after e1.
   CAF_CHECK(runs.claim(first) == std::optional<uint64_t>{id});
@@ -473,11 +480,8 @@ CAF_TEST(a caller that joined after a held page cannot claim its commit) {
 
 CAF_TEST(a held page nobody claims in time is not committed and its parts end cancelled) {
   backfill_runs runs{limits(), plenty};
-  auto r1 = request("!a", 1);
-  auto ticket = runs.join(r1, nullptr, {}, false);
-  auto id = runs.start_runnable().at(0);
-  auto p1 = page_of({"e1"});
-  CAF_CHECK(runs.on_page(id, p1).held);
+  auto [ticket, id, step] = one_page_unclaimed(runs, 1);
+  CAF_CHECK(step.held);
   CAF_CHECK(runs.on_claim_deadline(id));
   CAF_CHECK(!runs.on_claim_deadline(id));
   CAF_CHECK(runs.result(ticket).reason == stop_reason::cancelled);
@@ -492,11 +496,8 @@ CAF_TEST(a held page nobody claims in time is not committed and its parts end ca
 
 CAF_TEST(a held run whose callers all left ends without its commit) {
   backfill_runs runs{limits(), plenty};
-  auto r1 = request("!a", 2);
-  auto ticket = runs.join(r1, nullptr, {}, false);
-  auto id = runs.start_runnable().at(0);
-  auto p1 = page_of({"e1"});
-  CAF_CHECK(runs.on_page(id, p1).held);
+  auto [ticket, id, step] = one_page_unclaimed(runs, 2);
+  CAF_CHECK(step.held);
   CAF_CHECK(runs.withdraw(ticket));
   CAF_CHECK(runs.result(ticket).reason == stop_reason::cancelled);
   CAF_CHECK_EQUAL(runs.run_count(), 0u);
@@ -506,11 +507,8 @@ CAF_TEST(a held run whose callers all left ends without its commit) {
 
 CAF_TEST(a part that ended with a held page ends cancelled when its caller leaves) {
   backfill_runs runs{limits(), plenty};
-  auto r1 = request("!a", 1);
-  auto ticket = runs.join(r1, nullptr, {}, false);
-  auto id = runs.start_runnable().at(0);
-  auto p1 = page_of({"e1"});
-  CAF_CHECK(runs.on_page(id, p1).held);
+  auto [ticket, id, step] = one_page_unclaimed(runs, 1);
+  CAF_CHECK(step.held);
   CAF_CHECK(runs.state_of(ticket) == state::pending);
   CAF_CHECK(runs.withdraw(ticket));
   CAF_CHECK(runs.result(ticket).reason == stop_reason::cancelled);
