@@ -56,6 +56,30 @@ using io_pointer
 /// Sessions whose stored generation an I/O actor keeps at most (a few MB).
 constexpr std::size_t max_known = 65536;
 
+/// The debug log's word for an outcome.
+const char* outcome_text(const replica_answer& answer) {
+  static const char* const words[] = {"applied", "out_of_sync", "preempted",
+                                      "stale"};
+  return answer.outcome < 4 ? words[answer.outcome] : "?";
+}
+
+/// One debug line per replica request that can change a session: what a
+/// history of a replica's versions needs (a lost row's diagnosis).
+/// `asked()` says what was asked; nothing is formatted above debug.
+template <class Asked>
+void trace(const char* what, const std::string& session, Asked asked,
+           const caf::expected<replica_answer>& answer) {
+  if (!spdlog::should_log(spdlog::level::debug))
+    return;
+  if (answer)
+    spdlog::debug("session replica {} {}: {} -> {} {}", session, what,
+                  asked(), outcome_text(*answer),
+                  version_text(answer->version));
+  else
+    spdlog::debug("session replica {} {}: {} -> error", session, what,
+                  asked());
+}
+
 void count_batch(io_pointer self) {
   if (self->state.db->mode() == storage::durability::synced)
     ++self->state.fsyncs;
@@ -82,6 +106,21 @@ void commit_pending_deltas(io_pointer self) {
     count_batch(self);
   }
   for (std::size_t i = 0; i < waiters.size(); ++i) {
+    if (!failure) {
+      const auto& delta = deltas[i];
+      trace("write", delta.session,
+            [&] {
+              return "ballot " + std::to_string(delta.ballot) + " base "
+                     + std::to_string(delta.base_ballot) + "."
+                     + std::to_string(delta.base_seq) + " g"
+                     + std::to_string(delta.generation) + " rows "
+                     + std::to_string(delta.updates.size())
+                     + (delta.updates.empty() ? ""
+                                              : " " + delta.updates.back().id)
+                     + (delta.erase ? " erase" : "");
+            },
+            result.answers[i]);
+    }
     if (failure)
       st.delta_waiters.answer(waiters[i], failure);
     else if (!result.answers[i])
@@ -238,20 +277,39 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
     [self](replica_atom, prepare_atom, const std::string& session,
            uint64_t ballot) {
       return change_replica(self, session, [&](storage::database& db) {
-        return storage::replica_prepare(db, session, ballot);
+        auto answer = storage::replica_prepare(db, session, ballot);
+        trace(
+          "prepare", session,
+          [&] { return "ballot " + std::to_string(ballot); }, answer);
+        return answer;
       });
     },
     [self](replica_atom, claim_atom, const std::string& session,
            uint64_t ballot, uint64_t generation, const std::string& claimant) {
       return change_replica(self, session, [&](storage::database& db) {
-        return storage::replica_claim(db, session, ballot, generation,
-                                      claimant);
+        auto answer = storage::replica_claim(db, session, ballot, generation,
+                                             claimant);
+        trace("claim", session,
+              [&] {
+                return "ballot " + std::to_string(ballot) + " g"
+                       + std::to_string(generation) + "/" + claimant;
+              },
+              answer);
+        return answer;
       });
     },
     [self](replica_atom, install_atom, uint64_t ballot,
            const session_image& image) {
       return change_replica(self, image.session, [&](storage::database& db) {
-        return storage::replica_install(db, ballot, image);
+        auto answer = storage::replica_install(db, ballot, image);
+        trace("install", image.session,
+              [&] {
+                return "ballot " + std::to_string(ballot) + " image "
+                       + version_text(image.version) + " rows "
+                       + std::to_string(image.record.updates.size());
+              },
+              answer);
+        return answer;
       });
     },
     [self](replica_atom, drop_atom, const std::string& session,
@@ -261,6 +319,9 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
       auto& db = *self->state.db;
       auto dropped = guarded_write(
         db, [&] { return storage::replica_drop(db, session, expected); });
+      trace(
+        "drop", session,
+        [&] { return "expected " + version_text(expected); }, dropped);
       if (!dropped)
         return std::move(dropped.error());
       return outcome_of(*dropped) == replica_outcome::applied;

@@ -65,6 +65,14 @@ inline bool same_content(const session_version& x, const session_version& y) {
   return x.ballot == y.ballot && x.seq == y.seq;
 }
 
+/// "g7/claimant p9 c9.3 blob" (the debug log's traces of a replica).
+inline std::string version_text(const session_version& v) {
+  static const char* const kinds[] = {"none", "blob", "deleted"};
+  return "g" + std::to_string(v.generation) + "/" + v.claimant + " p"
+         + std::to_string(v.promised) + " c" + std::to_string(v.ballot) + "."
+         + std::to_string(v.seq) + " " + (v.content < 3 ? kinds[v.content] : "?");
+}
+
 /// One write (or delete) of a session as its coordinator sends it to each
 /// replica: applied only by a replica holding the base version, with a
 /// ballot it promised and a generation at or above its floor.

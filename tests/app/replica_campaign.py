@@ -112,7 +112,8 @@ class Node:
                  "--coalesce.stats-interval=0s",
                  f"--coalesce.cluster={self.cluster_list or c.cluster_list}",
                  f"--coalesce.peer-timeout={c.peer_timeout}",
-                 "--coalesce.replicas=3"] + c.node_tls
+                 "--coalesce.replicas=3",
+                 f"--coalesce.log-level={c.log_level}"] + c.node_tls
                 + c.membership_args,
                 stdout=log, stderr=subprocess.STDOUT)
         self.starts += 1
@@ -192,6 +193,9 @@ class Campaign:
         # meet nodes that dropped what they handed off. (Every 5 s still
         # makes several passes per change, at less load on five nodes than
         # every 2 s.)
+        # NODE_LOG_LEVEL=debug keeps each session replica's history in the
+        # nodes' logs (what a lost row's diagnosis reads).
+        self.log_level = os.environ.get("NODE_LOG_LEVEL", "info")
         self.membership_args = (["--coalesce.anti-entropy-interval=5s"]
                                 if args.membership else [])
         # The record kept outside the nodes: every write attempted, per key,
