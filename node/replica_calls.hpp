@@ -254,6 +254,15 @@ std::shared_ptr<const serving_view> lists_in_use(Self* self) {
   return lists ? lists->current() : nullptr;
 }
 
+/// The generation of the lists in use as this node sees them (0 for its
+/// own list alone): a request counted under one generation is answered ok
+/// only while it is still the current one.
+template <class Self>
+uint64_t lists_generation(Self* self) {
+  auto view = lists_in_use(self);
+  return view ? view->generation : 0;
+}
+
 /// An error while this node does not know yet which lists its peers serve
 /// under: a majority under its own list alone may miss what was answered
 /// under another, so it coordinates nothing then (the client goes to the

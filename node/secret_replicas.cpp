@@ -300,6 +300,7 @@ caf::result<ok_atom> replicate(replicas_pointer self,
         self->state.settings.map.id_of(self->state.settings.self));
     entry.ts_stamp = entry.message_ts != 0 ? entry.stamp : 0;
   }
+  auto counted_under = replica_calls::lists_generation(self);
   auto plan = plan_for(self, entries,
                        [](const secret_entry& x) -> const std::string& {
                          return x.chat;
@@ -310,8 +311,18 @@ caf::result<ok_atom> replicate(replicas_pointer self,
   auto positions = std::make_shared<replica_plan>(plan);
   to_replicas<ok_atom>(
     self, plan, entries,
-    [votes, decide](std::size_t node, ok_atom) mutable {
-      if (votes->answered(node))
+    [self, votes, decide, counted_under](std::size_t node, ok_atom) mutable {
+      if (!votes->answered(node))
+        return;
+      // Majorities counted under lists that changed meanwhile may be ones
+      // the new list's replicas never meet (session_replicas.cpp says
+      // how): the client queues the entries again, counted anew.
+      if (replica_calls::lists_generation(self) != counted_under)
+        decide(make_error(errc::no_quorum,
+                          "the cluster lists the chats' replicas serve "
+                          "under changed during the request; queue the "
+                          "entries again"));
+      else
         decide(ok_atom::value);
     },
     failing_quorum(self, votes, positions, decide));

@@ -579,6 +579,9 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       auto list = list_of_asker(asker);
       if (!list)
         return std::move(list.error());
+      const auto& settings = self->state.settings;
+      learn_asker_list(settings.lists.get(), settings.map, settings.self,
+                       asker);
       auto promise = self->make_response_promise<secret_digest>();
       answer_after_flush(self, promise,
                          [self, asker, list = std::move(*list)] {

@@ -25,6 +25,16 @@
 /// a single list only once every peer of its list answered that it serves
 /// the same one.
 ///
+/// A peer's last answer can be stale: it may have restarted under the new
+/// list since. A coordinator counting the old list alone could then take a
+/// majority of old replicas after the restarted peer read them in its
+/// catch-up, a majority no new one meets once every node counts the new
+/// list alone. So a peer restarting under a new list tells each peer in
+/// its catch-up's first request (the handoff, `learn_asker_list`), a
+/// request counted under a view that changed before its majority answered
+/// is not answered ok (`replica_calls::lists_generation`), and the catch-up
+/// runs a second pass once every peer knows.
+///
 /// The peer watch writes it (what each peer's answers to its pings name);
 /// the coordinators read it on each round. Until every peer was asked once
 /// (answered, or failed to) since this node started, the node cannot know
@@ -77,6 +87,9 @@ public:
   void peer_serves(std::size_t peer, std::vector<std::string> nodes,
                    bool other) {
     std::lock_guard<std::mutex> guard{mtx_};
+    // A view made for fewer peers (`fixed`) follows none past them.
+    if (peer >= asked_.size())
+      return;
     asked_[peer] = true;
     if (other)
       lists_[peer] = std::move(nodes);
@@ -89,7 +102,7 @@ public:
   /// asked, and the list it last named stays (it may serve under it yet).
   void peer_unanswered(std::size_t peer) {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (asked_[peer])
+    if (peer >= asked_.size() || asked_[peer])
       return;
     asked_[peer] = true;
     publish();

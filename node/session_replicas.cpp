@@ -85,12 +85,8 @@ auto open_call(coordinator_pointer self,
 // -- talking to replicas ---------------------------------------------------------
 
 using replica_calls::lists_in_use;
+using replica_calls::lists_generation;
 using replica_calls::lists_unknown;
-
-uint64_t lists_generation(coordinator_pointer self) {
-  auto view = lists_in_use(self);
-  return view ? view->generation : 0;
-}
 
 replica_calls::replica_set replicas_of(coordinator_pointer self,
                                        const std::string& session) {
@@ -118,6 +114,25 @@ caf::error no_quorum(const std::string& session,
                     "session " + session
                       + ": no majority of its replicas; failed replicas: "
                       + failures);
+}
+
+/// A write or claim a majority took while the lists in use changed
+/// (`counted_under`, the view's generation when its replicas were chosen,
+/// is no longer the current one): the majority it counted may be one the
+/// new list's replicas never meet (a peer that restarts under a new list
+/// pulls what its peers hold as it learns of them; what they take after
+/// that, under a count it has not joined, it would not see). Not answered
+/// ok: the persister retries, prepared and counted under the new view.
+std::optional<caf::error> lists_changed_during(coordinator_pointer self,
+                                               const std::string& session,
+                                               uint64_t counted_under) {
+  if (lists_generation(self) == counted_under)
+    return std::nullopt;
+  return make_error(errc::no_quorum,
+                    "session " + session
+                      + ": the cluster lists its replicas serve under "
+                        "changed during the write; it is written again "
+                        "under the new ones");
 }
 
 /// A ballot above every one seen for the session.
@@ -227,6 +242,10 @@ void prepare(coordinator_pointer self, const std::string& session,
     }
     auto best = *view->newest();
     const auto& newest = view->answers[best]->version;
+    if (spdlog::should_log(spdlog::level::debug))
+      spdlog::debug("sessions: {} prepared at ballot {}: newest {} on {}",
+                    session, ballot, version_text(newest),
+                    node_text(self, nodes[best]));
     auto& c = coordination_of(self, session);
     c.floor = 0;
     c.claimant.clear();
@@ -300,6 +319,7 @@ void prepare(coordinator_pointer self, const std::string& session,
 void replicate_delta(coordinator_pointer self, session_delta delta,
                      std::function<void(caf::error)> done) {
   const auto& session = delta.session;
+  auto counted_under = lists_generation(self);
   auto set = replicas_of(self, session);
   const auto& nodes = set.nodes;
   session_version target;
@@ -310,6 +330,13 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
   auto local_applied = std::make_shared<bool>(false);
   auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     auto& c = coordination_of(self, session);
+    auto changed = ok ? lists_changed_during(self, session, counted_under)
+                      : std::nullopt;
+    if (changed) {
+      c.prepared = false;
+      done(std::move(*changed));
+      return;
+    }
     if (ok && *local_applied) {
       c.local.ballot = target.ballot;
       c.local.seq = target.seq;
@@ -514,12 +541,19 @@ void claim_call(coordinator_pointer self, const std::string& session,
       done(std::move(err));
       return;
     }
+    auto counted_under = lists_generation(self);
     auto set = replicas_of(self, session);
     auto ballot = coordination_of(self, session).ballot;
     auto stale = std::make_shared<bool>(false);
     auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
       auto& c = coordination_of(self, session);
       if (ok) {
+        if (auto changed = lists_changed_during(self, session,
+                                                counted_under)) {
+          c.prepared = false;
+          done(std::move(*changed));
+          return;
+        }
         c.floor = std::max(c.floor, generation);
         c.claimant = claimant;
         c.stored = true;

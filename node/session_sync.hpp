@@ -81,12 +81,15 @@ struct session_sync_settings {
   std::shared_ptr<std::atomic<bool>> catching_up;
   std::shared_ptr<peer_counters> counters;
   /// Whether the catch-up is for a changed cluster list (this node may
-  /// have gained keys): only what it logs differs.
+  /// have gained keys): it then runs twice, the second pass after every
+  /// peer learned the new list from the first (sync_rounds.hpp,
+  /// `learn_asker_list`).
   bool list_changed = false;
   /// The lists peers serve under: sessions this node no longer replicates
   /// are dropped only while it serves under its own list alone (null:
-  /// never dropped).
-  std::shared_ptr<const serving_lists> lists = nullptr;
+  /// never dropped); a peer's handoff request tells it what that peer
+  /// serves (`learn_asker_list`).
+  std::shared_ptr<serving_lists> lists = nullptr;
 };
 
 /// Spawns it detached over the node's database and its session I/O

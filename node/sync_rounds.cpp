@@ -26,11 +26,14 @@ sync_rounds::sync_rounds(std::string kind, std::string unit,
 
 void sync_rounds::start_catch_up(
   std::vector<std::size_t> peers,
-  std::function<void(uint64_t, std::chrono::milliseconds)> caught_up) {
+  std::function<void(uint64_t, std::chrono::milliseconds)> caught_up,
+  int passes) {
   catching_up_ = true;
   catch_up_started_ = std::chrono::steady_clock::now();
   caught_up_ = std::move(caught_up);
   missing_.insert(peers.begin(), peers.end());
+  catch_up_peers_ = std::move(peers);
+  passes_left_ = passes - 1;
   ++counters_->catching_up;
 }
 
@@ -99,7 +102,12 @@ void sync_rounds::finish(std::size_t peer, caf::expected<uint64_t> repaired) {
     if (catching_up_) {
       caught_up_repaired_ += *repaired;
       missing_.erase(peer);
-      if (missing_.empty()) {
+      if (missing_.empty() && passes_left_ > 0) {
+        // The next pass starts as this round ends.
+        --passes_left_;
+        missing_.insert(catch_up_peers_.begin(), catch_up_peers_.end());
+        retry_after_round_ = true;
+      } else if (missing_.empty()) {
         catching_up_ = false;
         --counters_->catching_up;
         auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -169,6 +177,25 @@ bool replica_of(const cluster_map& map, std::size_t replicas,
                 const routing_key& key, std::size_t node) {
   auto nodes = map.replica_indices(key, replicas);
   return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+void learn_asker_list(serving_lists* lists, const cluster_map& map,
+                      std::size_t self, const handoff_asker& asker) {
+  if (lists == nullptr || asker.asker >= asker.nodes.size())
+    return;
+  const auto& where = asker.nodes[asker.asker];
+  std::size_t index = 0;
+  for (; index < map.size(); ++index)
+    if (map.nodes()[index].text() == where)
+      break;
+  if (index == map.size() || index == self)
+    return;
+  std::vector<std::string> own;
+  for (const auto& node : map.nodes())
+    own.push_back(node.text());
+  // The peers are numbered in list order without this node.
+  auto peer = index < self ? index : index - 1;
+  lists->peer_serves(peer, asker.nodes, asker.nodes != own);
 }
 
 bool refused_for_list(const caf::error& err) {

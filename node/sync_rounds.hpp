@@ -21,6 +21,7 @@
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/replica_protocol.hpp>
 #include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/serving_lists.hpp>
 
 /// Rounds of repair exchanges with a node's peers, one exchange at a time,
 /// and the catch-up from every peer they complete: what the repairs of
@@ -53,11 +54,14 @@ public:
               std::function<std::string(const caf::error&)> render);
 
   /// Starts catching up from `peers`: `caught_up(repaired, took)` runs
-  /// once an exchange with each completed. Call `retry_catch_up` to run
-  /// the exchanges still missing (at once, and whenever a retry is due).
+  /// once an exchange with each completed, `passes` times over (each pass
+  /// starts once the one before completed with every peer). Call
+  /// `retry_catch_up` to run the exchanges still missing (at once, and
+  /// whenever a retry is due).
   void start_catch_up(
     std::vector<std::size_t> peers,
-    std::function<void(uint64_t, std::chrono::milliseconds)> caught_up);
+    std::function<void(uint64_t, std::chrono::milliseconds)> caught_up,
+    int passes = 1);
 
   bool catching_up() const {
     return catching_up_;
@@ -87,8 +91,11 @@ private:
   exchange_fn exchange_;
   std::function<std::string(std::size_t)> name_of_;
   std::function<std::string(const caf::error&)> render_;
-  /// Peers not yet caught up from (empty once caught up).
+  /// Peers not yet caught up from in this pass (empty once caught up).
   std::set<std::size_t> missing_;
+  /// Every peer of the catch-up, and the passes left after this one.
+  std::vector<std::size_t> catch_up_peers_;
+  int passes_left_ = 0;
   bool catching_up_ = false;
   std::chrono::steady_clock::time_point catch_up_started_;
   uint64_t caught_up_repaired_ = 0;
@@ -127,6 +134,17 @@ caf::expected<cluster_map> list_of_asker(const handoff_asker& asker);
 /// Whether node `node` of `map` is one of `key`'s first `replicas`.
 bool replica_of(const cluster_map& map, std::size_t replicas,
                 const routing_key& key, std::size_t node);
+
+/// A peer asked this node (`self` of `map`) for a handoff under its own
+/// list: it serves under that list now, whatever its last ping answered.
+/// `lists` learns it before the handoff is answered, so that from then on
+/// this node's coordinators count that list's majorities too and fail a
+/// request counted without it (replica_calls::lists_generation). The
+/// asker's catch-up (a second pass, `start_sync_rounds`) then finds
+/// everything answered under a count that missed it. A peer not in `map`
+/// (a node that joins) changes nothing: no peer of this node serves it yet.
+void learn_asker_list(serving_lists* lists, const cluster_map& map,
+                      std::size_t self, const handoff_asker& asker);
 
 /// Whether a peer refused an exchange because it serves under another
 /// list than the asker's (`refuse_asker`): the asker pulls by handoff
@@ -223,6 +241,9 @@ void start_sync_rounds(Self* self, const char* kind, const char* unit,
     std::string what = kind;
     std::string counted = unit;
     std::string then = serves;
+    // Under a changed list, the first pass tells every peer which list this
+    // node serves now (learn_asker_list); the second finds what they
+    // answered before they learned it.
     st.rounds->start_catch_up(
       every_peer(st.settings.map.size(), st.settings.self),
       [self, what, counted, then](uint64_t repaired,
@@ -233,7 +254,8 @@ void start_sync_rounds(Self* self, const char* kind, const char* unit,
                      what, repaired, counted, took.count(), then);
         if (self->state.caught_up)
           caf::anon_send(self->state.caught_up, caught_up_atom::value);
-      });
+      },
+      st.settings.list_changed ? 2 : 1);
     spdlog::info("{}: {}; catching up from every peer before {}", kind,
                  st.settings.list_changed
                    ? "the cluster list changed (what this node gained is "

@@ -136,6 +136,7 @@ bool same_log(const room_version& x, const room_version& y) {
 void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
                done_fn done) {
   auto room = part.room;
+  auto counted_under = replica_calls::lists_generation(self);
   auto set = replicas_of(self, room);
   const auto& nodes = set.nodes;
   auto target_head = part.head();
@@ -168,7 +169,12 @@ void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
                                     self->state.settings.self)
                           == nodes.end();
   auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
-    if (ok) {
+    // Majorities counted under lists that changed meanwhile may be ones the
+    // new list's replicas never meet (session_replicas.cpp says how): not
+    // answered ok, the next call prepares and counts under the new view.
+    auto changed = ok
+                   && replica_calls::lists_generation(self) != counted_under;
+    if (ok && !changed) {
       round->majority = true;
       go_on();
       return;
@@ -177,7 +183,12 @@ void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
     // A newer coordinator took the room over, or what the replicas hold is
     // known no more: the next call prepares again.
     coordination_of(self, room).prepared = false;
-    if (*preempted)
+    if (changed)
+      done(make_error(errc::no_quorum,
+                      "room " + room
+                        + ": the cluster lists its replicas serve under "
+                          "changed during the request; retry"));
+    else if (*preempted)
       done(taken_over(room));
     else
       done(no_quorum(room, failures));

@@ -262,6 +262,9 @@ timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
       auto list = list_of_asker(asker);
       if (!list)
         return std::move(list.error());
+      const auto& settings = self->state.settings;
+      learn_asker_list(settings.lists.get(), settings.map, settings.self,
+                       asker);
       auto listing = listing_for(self, *list, asker.replicas, asker.asker);
       if (!listing)
         return std::move(listing.error());

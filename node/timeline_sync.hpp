@@ -82,12 +82,15 @@ struct timeline_sync_settings {
   std::shared_ptr<std::atomic<bool>> catching_up;
   std::shared_ptr<peer_counters> counters;
   /// Whether the catch-up is for a changed cluster list (this node may
-  /// have gained keys): only what it logs differs.
+  /// have gained keys): it then runs twice, the second pass after every
+  /// peer learned the new list from the first (sync_rounds.hpp,
+  /// `learn_asker_list`).
   bool list_changed = false;
-  /// The lists peers serve under: rooms this node no longer replicates are
-  /// dropped only while it serves under its own list alone (null: never
-  /// dropped).
-  std::shared_ptr<const serving_lists> lists = nullptr;
+  /// The lists peers serve under: rooms this node no longer replicates
+  /// are dropped only while it serves under its own list alone (null:
+  /// never dropped); a peer's handoff request tells it what that peer
+  /// serves (`learn_asker_list`).
+  std::shared_ptr<serving_lists> lists = nullptr;
 };
 
 /// Spawns it detached over the node's database and its stored timeline

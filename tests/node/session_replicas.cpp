@@ -18,10 +18,12 @@
 #include <coalesce/node/session_persister_service.hpp>
 #include <coalesce/node/session_replicas.hpp>
 #include <coalesce/node/session_sync.hpp>
+#include <coalesce/node/sync_rounds.hpp>
 #include <coalesce/storage/session_store.hpp>
 
 #include "error_codes.hpp"
 #include "release_pass.hpp"
+#include "serving_views.hpp"
 #include "session_fixtures.hpp"
 #include "temp_dir.hpp"
 #include "test_config.hpp"
@@ -53,7 +55,6 @@ behavior silent_peer(event_based_actor* self) {
   return {[](unit_t) {}};
 }
 
-using open_gate_atom = atom_constant<atom("opengate")>;
 
 struct write_gate_state {
   node_actor target;
@@ -68,6 +69,8 @@ struct write_gate_state {
   /// A `get` waiting for this many items to have passed.
   std::size_t awaited = 0;
   std::optional<typed_response_promise<std::vector<std::size_t>>> waiting;
+  /// A `held` waiting for a batch to be held.
+  std::optional<typed_response_promise<ok_atom>> holding;
 };
 
 using gate_pointer = stateful_actor<write_gate_state>*;
@@ -96,7 +99,8 @@ void pass_batch(gate_pointer self,
 /// (`write` with several sessions' deltas) until `opengate` unless spawned
 /// `open`, and passes every other request on at once; `get` with a count
 /// answers the sizes of the batches passed on once that many writes passed
-/// (and were answered: the replica stored them).
+/// (and were answered: the replica stored them); `held` answers once a
+/// batch is held.
 behavior write_gate(gate_pointer self, node_actor target, bool open) {
   self->state.target = target;
   self->state.open = open;
@@ -104,11 +108,24 @@ behavior write_gate(gate_pointer self, node_actor target, bool open) {
     [self](replica_atom, write_atom, std::vector<session_delta>& deltas)
       -> result<std::vector<replica_answer>> {
       auto promise = self->make_response_promise<std::vector<replica_answer>>();
-      if (self->state.open)
+      auto& st = self->state;
+      if (st.open) {
         pass_batch(self, promise, std::move(deltas));
-      else
-        self->state.held.emplace_back(promise, std::move(deltas));
+      } else {
+        st.held.emplace_back(promise, std::move(deltas));
+        if (st.holding) {
+          st.holding->deliver(ok_atom::value);
+          st.holding.reset();
+        }
+      }
       return promise;
+    },
+    [self](held_atom) -> result<ok_atom> {
+      auto& st = self->state;
+      if (!st.held.empty())
+        return ok_atom::value;
+      st.holding = self->make_response_promise<ok_atom>();
+      return *st.holding;
     },
     [self](open_gate_atom) {
       self->state.open = true;
@@ -147,6 +164,68 @@ behavior write_gate(gate_pointer self, node_actor target, bool open) {
     },
     [self](replica_atom a, version_atom v, std::string& session) {
       return self->delegate(self->state.target, a, v, std::move(session));
+    },
+  };
+}
+
+struct claim_gate_state {
+  node_actor target;
+  /// Claims received, held or passed.
+  std::size_t claims = 0;
+  std::vector<std::pair<response_promise, message>> held;
+  std::optional<response_promise> holding;
+  bool open = false;
+};
+
+/// A peer's gateway in front of `target` that holds the claims until
+/// `opengate` (`held` answers once one is held, `get` how many came) and
+/// passes every other request on at once.
+behavior claim_gate(stateful_actor<claim_gate_state>* self,
+                    node_actor target) {
+  self->state.target = target;
+  self->set_default_handler([self](scheduled_actor*, message_view& x)
+                              -> result<message> {
+    return self->delegate(actor_cast<actor>(self->state.target),
+                          x.move_content_to_message());
+  });
+  return {
+    [self](replica_atom a, claim_atom v, std::string& session, uint64_t ballot,
+           uint64_t generation, std::string& claimant) -> result<message> {
+      auto request = make_message(a, v, std::move(session), ballot, generation,
+                                  std::move(claimant));
+      auto& st = self->state;
+      ++st.claims;
+      if (st.open)
+        return self->delegate(actor_cast<actor>(st.target), std::move(request));
+      auto promise = self->make_response_promise();
+      st.held.emplace_back(promise, std::move(request));
+      if (st.holding) {
+        st.holding->deliver(ok_atom::value);
+        st.holding.reset();
+      }
+      return promise;
+    },
+    [self](open_gate_atom) {
+      auto& st = self->state;
+      st.open = true;
+      for (auto& [promise, request] : st.held) {
+        auto answer = promise;
+        self->request(actor_cast<actor>(st.target), infinite, request)
+          .then(
+            [answer](replica_answer& x) mutable { answer.deliver(x); },
+            [answer](error& err) mutable { answer.deliver(err); });
+      }
+      st.held.clear();
+    },
+    [self](held_atom) -> result<message> {
+      auto& st = self->state;
+      if (!st.held.empty())
+        return make_message(ok_atom::value);
+      st.holding = self->make_response_promise();
+      return *st.holding;
+    },
+    [self](get_atom) -> result<message> {
+      return make_message(self->state.claims);
     },
   };
 }
@@ -219,13 +298,15 @@ struct fixture {
   /// reporting to `caught_up`; its peers are given later (`introduce`).
   /// Under `list` when given, as its node `self` with keys of
   /// `replica_count` replicas; it drops keys it holds for others only as
-  /// `lists` allows (null: never).
+  /// `lists` allows (null: never); `list_changed` for a node that
+  /// restarted under another list.
   session_sync_actor sync_of(std::size_t i, bool catch_up,
                              actor caught_up = {},
                              std::optional<cluster_map> list = {},
                              std::size_t self = 0,
                              std::size_t replica_count = 3,
-                             std::shared_ptr<serving_lists> lists = nullptr) {
+                             std::shared_ptr<serving_lists> lists = nullptr,
+                             bool list_changed = false) {
     session_sync_settings settings{list ? *list : map,
                                    list ? self : i,
                                    replica_count,
@@ -235,7 +316,7 @@ struct fixture {
                                    catch_up,
                                    replicas[i].catching_up,
                                    counters,
-                                   false,
+                                   list_changed,
                                    std::move(lists)};
     auto result = spawn_session_sync(sys, replicas[i].services->database(),
                                      replicas[i].io, caught_up, settings);
@@ -315,6 +396,17 @@ struct fixture {
           anon_send(x, peer_up_atom::value, p, peers[p]);
     coordinating.push_back(result);
     return result.persister;
+  }
+
+  /// A session whose replicas are {0, 1, 2} under `map` and `grown` alike.
+  std::string session_staying_off_node_3() const {
+    return key_not_on(grown, 3, key_kind::session, "s");
+  }
+
+  /// A view of node 0's two peers, both of which answered they serve `map`:
+  /// it counts `map` alone.
+  std::shared_ptr<serving_lists> peers_serving_map() const {
+    return two_peers_serving(map);
   }
 
   /// A session node 3 of `grown` takes from node 2: its replicas are
@@ -884,6 +976,108 @@ CAF_TEST(while the list changes a write reaches a majority of each list) {
   CAF_REQUIRE(loaded);
   CAF_CHECK_EQUAL(loaded->blob, "v1");
   CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a"}));
+}
+
+CAF_TEST(a write a majority took while another list came into use is not answered ok) {
+  // The order the membership campaign lost a session row by: node 0 counts
+  // its own list alone (its peers' last pings named it) and its write is
+  // on its own replica; a peer restarts under a new list and, catching up,
+  // asks node 0 for a handoff (node 0 now sees the new list served); only
+  // then does node 1 take the write. Its majority was counted under the
+  // old list alone, which a majority of the new one need not meet: not
+  // answered ok, and written again, counted under both.
+  auto session = session_staying_off_node_3();
+  auto lists = peers_serving_map();
+  auto gate1 = sys.spawn(write_gate, replicas[1].gateway, false);
+  auto gate2 = sys.spawn(write_gate, replicas[2].gateway, false);
+  others.push_back(gate1);
+  others.push_back(gate2);
+  auto n0 = node_under(0, map,
+                       {{}, actor_cast<node_actor>(gate1),
+                        actor_cast<node_actor>(gate2)},
+                       lists, 10s);
+  auto h = handle();
+  CAF_REQUIRE(register_at(n0, session, h));
+  scoped_actor self{sys};
+  auto pending = self->request(n0, 30s, persist_atom::value, session, h,
+                               session_snapshot{"v1"},
+                               std::vector<session_update>{row("a", 1)},
+                               std::vector<std::string>{});
+  auto first = answer_once_a_peer_serves<ok_atom>(self, pending, gate1,
+                                                  *lists, grown);
+  CAF_REQUIRE(!first);
+  CAF_CHECK_EQUAL(code_of(first.error()), code(errc::no_quorum));
+  CAF_CHECK(sys.render(first.error()).find("changed during the write")
+            != std::string::npos);
+  // The next write carries the kept row, counted under both lists.
+  anon_send(gate2, open_gate_atom::value);
+  CAF_REQUIRE(persist_at(n0, session, h, "v2", {row("b", 2)}));
+  auto loaded = load_at(n0, session);
+  CAF_REQUIRE(loaded);
+  CAF_CHECK_EQUAL(loaded->blob, "v2");
+  CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a", "b"}));
+}
+
+CAF_TEST(a claim a majority took while another list came into use is made again) {
+  // The same order for a register: its claim of a generation is counted
+  // under the old list alone when it lands. The persister does not answer
+  // the register from it: it registers once more, and that claim, counted
+  // under both lists, is what the register answers.
+  auto session = session_staying_off_node_3();
+  auto lists = peers_serving_map();
+  auto gate1 = sys.spawn(claim_gate, replicas[1].gateway);
+  auto gate2 = sys.spawn(claim_gate, replicas[2].gateway);
+  others.push_back(gate1);
+  others.push_back(gate2);
+  auto n0 = node_under(0, map,
+                       {{}, actor_cast<node_actor>(gate1),
+                        actor_cast<node_actor>(gate2)},
+                       lists, 10s);
+  auto h = handle();
+  scoped_actor self{sys};
+  auto pending = self->request(n0, 30s, register_atom::value, session, h);
+  auto registered = answer_once_a_peer_serves<uint64_t>(self, pending, gate1,
+                                                        *lists, grown);
+  CAF_REQUIRE(registered);
+  CAF_CHECK_EQUAL(ask<std::size_t>(gate1, get_atom::value), 2u);
+  auto held = version_at(1, session);
+  CAF_CHECK_EQUAL(held.generation, *registered);
+  anon_send(gate2, open_gate_atom::value);
+  CAF_CHECK(persist_at(n0, session, h, "v1", {row("a", 1)}));
+}
+
+CAF_TEST(a handoff request tells a node which list its asker serves now) {
+  auto lists = peers_serving_map();
+  auto before = lists->current()->generation;
+  CAF_REQUIRE(lists->current()->others.empty());
+  auto repair = sync_of(1, false, {}, {}, 0, 3, lists);
+  // A node that joins is no peer of node 1: nothing to learn from it.
+  CAF_REQUIRE((ask<std::vector<session_listing>>(
+    repair, replica_atom::value, handoff_atom::value,
+    handoff_asker_of(grown, 3, 3))));
+  CAF_CHECK_EQUAL(lists->current()->generation, before);
+  // Node 0 restarted under `grown` and asks for what it keeps there: node
+  // 1's coordinators count `grown` too from before the answer.
+  CAF_REQUIRE((ask<std::vector<session_listing>>(
+    repair, replica_atom::value, handoff_atom::value,
+    handoff_asker_of(grown, 0, 3))));
+  auto view = lists->current();
+  CAF_CHECK_GREATER(view->generation, before);
+  CAF_REQUIRE_EQUAL(view->others.size(), 1u);
+  CAF_CHECK(view->others[0].nodes() == grown.nodes());
+}
+
+CAF_TEST(a node whose list changed catches up from every peer twice) {
+  // The first pass tells each peer the new list; the second finds what a
+  // peer took before it learned it.
+  scoped_actor waiter{sys};
+  auto rounds_before = counters->sync_rounds.load();
+  auto repair = sync_of(3, true, actor_cast<actor>(waiter), grown, 3, 3,
+                        nullptr, true);
+  introduce_under_grown(repair, 3);
+  waiter->receive([](caught_up_atom) {},
+                  after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_CHECK_EQUAL(counters->sync_rounds.load() - rounds_before, 6u);
 }
 
 CAF_TEST(a node that has not heard which lists its peers serve writes nothing) {

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/serving_lists.hpp>
+
+/// The replica suites' views of which lists a node's peers serve, for their
+/// replays of a list change.
+namespace coalesce::test {
+
+/// What a ping of a node under `list` answers it serves.
+inline std::vector<std::string> nodes_of(const cluster_map& list) {
+  std::vector<std::string> result;
+  for (const auto& node : list.nodes())
+    result.push_back(node.text());
+  return result;
+}
+
+/// The view of a node whose two peers both last answered they serve
+/// `list`: it counts `list` alone until told otherwise.
+inline std::shared_ptr<serving_lists> two_peers_serving(const cluster_map& list) {
+  auto lists = std::make_shared<serving_lists>(2);
+  lists->peer_serves(0, nodes_of(list), false);
+  lists->peer_serves(1, nodes_of(list), false);
+  return lists;
+}
+
+/// The first key of `kind` named `prefix` N `suffix` that node `node` of
+/// `list` is not one of the 3 replicas of.
+inline std::string key_not_on(const cluster_map& list, std::size_t node,
+                              key_kind kind, const std::string& prefix,
+                              const std::string& suffix = "") {
+  for (int i = 0;; ++i) {
+    auto key = prefix + std::to_string(i) + suffix;
+    auto set = list.replica_indices({kind, key}, 3);
+    bool on = false;
+    for (auto x : set)
+      on = on || x == node;
+    if (!on)
+      return key;
+  }
+}
+
+/// What the replicas' test gates answer to: open (pass what they hold and
+/// all that follows), and answer once a request is held.
+using open_gate_atom = caf::atom_constant<caf::atom("opengate")>;
+using held_atom = caf::atom_constant<caf::atom("held")>;
+
+/// The middle of the replays of a list change: once `gate` (the first
+/// peer's) holds the request `pending` waits for, that peer is seen serving
+/// `next` (as its catch-up's handoff request shows it), then the gate
+/// opens and the request's answer is returned.
+template <class Answer, class Pending>
+caf::expected<Answer>
+answer_once_a_peer_serves(caf::scoped_actor& self, Pending& pending,
+                          const caf::actor& gate, serving_lists& lists,
+                          const cluster_map& next) {
+  caf::expected<Answer> result{caf::error{}};
+  bool held = false;
+  self->request(gate, std::chrono::seconds{30}, held_atom::value)
+    .receive([&](caf::ok_atom) { held = true; },
+             [&](caf::error& err) { result = std::move(err); });
+  if (!held)
+    return result;
+  lists.peer_serves(0, nodes_of(next), true);
+  caf::anon_send(gate, open_gate_atom::value);
+  pending.receive([&](Answer& x) { result = std::move(x); },
+                  [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+} // namespace coalesce::test
