@@ -545,6 +545,23 @@ CAF_TEST(a queue a majority took while another list came into use is not answere
   CAF_CHECK(ask<ok_atom>(coordinating, 10s, queue_atom::value, entry));
 }
 
+CAF_TEST(a handoff request tells a node which list its asker serves now) {
+  auto lists = two_peers_serving(map);
+  auto before = lists->current()->generation;
+  auto repair = add_repair_under(1, map, 1, 3, false, {}, lists);
+  // Node 0 restarted under `grown` and asks for the chats it keeps there:
+  // node 1's coordinators count `grown` too from before the answer.
+  scoped_actor self{sys};
+  bool answered = false;
+  self->request(repair, 10s, handoff_atom::value, handoff_asker_of(grown, 0, 3))
+    .receive([&](secret_digest&) { answered = true; }, [](error&) {});
+  CAF_REQUIRE(answered);
+  auto view = lists->current();
+  CAF_CHECK_GREATER(view->generation, before);
+  CAF_REQUIRE_EQUAL(view->others.size(), 1u);
+  CAF_CHECK(view->others[0].nodes() == grown.nodes());
+}
+
 CAF_TEST(a node that has not heard which lists its peers serve queues nothing) {
   auto unheard = std::make_shared<serving_lists>(2);
   auto n0 = coordinator_under(buffer_of(0), 0, map,

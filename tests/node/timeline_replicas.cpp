@@ -16,6 +16,7 @@
 #include <coalesce/node/services.hpp>
 #include <coalesce/node/timeline_replicas.hpp>
 #include <coalesce/node/timeline_service.hpp>
+#include <coalesce/node/sync_rounds.hpp>
 #include <coalesce/node/timeline_sync.hpp>
 #include <coalesce/storage/timeline_replica.hpp>
 
@@ -505,6 +506,21 @@ CAF_TEST(an_append_a_majority_took_while_another_list_came_into_use_is_not_answe
   CAF_REQUIRE(append_at(n0, room, events("b", 1)));
   std::vector<std::string> expected{"a0", "b0"};
   CAF_CHECK_EQUAL(ids_at(1, room), expected);
+}
+
+CAF_TEST(a_handoff_request_tells_a_node_which_list_its_asker_serves_now) {
+  auto lists = two_peers_serving(map);
+  auto before = lists->current()->generation;
+  auto repair = sync_of(1, false, {}, {}, 0, 3, lists);
+  // Node 0 restarted under `grown` and asks for the rooms it keeps there:
+  // node 1's coordinators count `grown` too from before the answer.
+  CAF_REQUIRE((ask<std::vector<room_listing>>(
+    repair, replica_atom::value, room_atom::value, handoff_atom::value,
+    handoff_asker_of(grown, 0, 3))));
+  auto view = lists->current();
+  CAF_CHECK_GREATER(view->generation, before);
+  CAF_REQUIRE_EQUAL(view->others.size(), 1u);
+  CAF_CHECK(view->others[0].nodes() == grown.nodes());
 }
 
 CAF_TEST(a_node_that_has_not_heard_its_peers_lists_coordinates_no_room) {
