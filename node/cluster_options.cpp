@@ -104,6 +104,10 @@ peer_watch_settings cluster_options::watch_settings() const {
                                                 std::chrono::milliseconds{10})};
 }
 
+caf::timespan cluster_options::max_peer_silence() const {
+  return peer_timeout * 3;
+}
+
 caf::timespan cluster_options::sync_timeout() const {
   return std::max<caf::timespan>(peer_timeout * 10, std::chrono::seconds{30});
 }

@@ -79,6 +79,12 @@ struct cluster_options {
 
   peer_watch_settings watch_settings() const;
 
+  /// How long a peer may go unheard before this node takes it that it was
+  /// paused and its view of the lists in use is stale: three peer
+  /// timeouts, where an ask of a peer ends within one ping interval and one
+  /// peer timeout (serving_lists.hpp).
+  caf::timespan max_peer_silence() const;
+
   /// How long a peer may take for one step of an anti-entropy exchange (it
   /// flushes and scans its secrets): ten peer timeouts, at least 30 s.
   caf::timespan sync_timeout() const;

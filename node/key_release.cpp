@@ -10,7 +10,7 @@ bool may_release(bool catching_up, const serving_lists* lists) {
   if (catching_up || lists == nullptr)
     return false;
   auto view = lists->current();
-  return view->settled && view->others.empty();
+  return view->settled && view->others.empty() && !lists->stale();
 }
 
 key_release::key_release(std::string kind, std::string unit,

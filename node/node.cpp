@@ -164,7 +164,9 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   auto handles = local.handles();
   // What the peer watch learns of the lists its peers serve under, which
   // the coordinators count majorities by while the list changes.
-  auto lists = clustered ? std::make_shared<serving_lists>(cluster.size() - 1)
+  auto lists = clustered ? std::make_shared<serving_lists>(
+                             cluster.size() - 1,
+                             settings.cluster.max_peer_silence())
                          : nullptr;
   secret_replicas_actor replicas;
   secret_sync_actor repair;

@@ -1,5 +1,6 @@
 #include <coalesce/node/peer_watch.hpp>
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -46,14 +47,36 @@ struct peer_watch_state {
   std::shared_ptr<serving_lists> lists;
   /// The generation of `lists` last reported.
   uint64_t reported = 0;
+  /// Whether the view's going stale (this node was paused) was logged.
+  bool reported_stale = false;
 };
 
 using watch_pointer = caf::stateful_actor<peer_watch_state>*;
+
+/// Logs when this node notices it went unheard of its peers for longer than
+/// its view allows (it was paused), and when it heard every one again.
+void report_silence(watch_pointer self) {
+  auto& st = self->state;
+  auto stale = st.lists->stale();
+  if (stale == st.reported_stale)
+    return;
+  st.reported_stale = stale;
+  if (stale)
+    spdlog::warn("this node has not heard from every peer within {} (was it "
+                 "paused?): its coordinators take no request until every "
+                 "peer answered again",
+                 caf::deep_to_string(std::chrono::duration_cast<caf::timespan>(
+                   st.lists->max_silence())));
+  else
+    spdlog::info("this node heard from every peer again: its coordinators "
+                 "take requests");
+}
 
 /// Counts and logs what the coordinators count majorities under when it
 /// changed: the start and the end of joint quorums.
 void report_lists(watch_pointer self) {
   auto& st = self->state;
+  report_silence(self);
   auto view = st.lists->current();
   if (view->generation == st.reported)
     return;
@@ -118,8 +141,9 @@ void reached(watch_pointer self, std::size_t index, node_actor gateway) {
   ping_one(self, index);
 }
 
-void unreachable(watch_pointer self, std::size_t index, std::string why) {
-  self->state.lists->peer_unanswered(index);
+void unreachable(watch_pointer self, std::size_t index, std::string why,
+                 serving_lists::clock::time_point asked_at) {
+  self->state.lists->peer_unanswered(index, asked_at);
   report_lists(self);
   auto& p = self->state.peers[index];
   if (p.last_problem != why) {
@@ -137,24 +161,28 @@ void dial(watch_pointer self, std::size_t index) {
   if (p.dialing || p.gateway)
     return;
   p.dialing = true;
+  auto asked_at = serving_lists::clock::now();
   request_node(self, p.where.host, p.where.port,
                self->state.settings.peer_timeout,
-               [self, index](caf::expected<node_actor> gateway) {
+               [self, index, asked_at](caf::expected<node_actor> gateway) {
                  self->state.peers[index].dialing = false;
                  if (gateway)
                    reached(self, index, std::move(*gateway));
                  else
                    unreachable(self, index,
                                unreachable_sentence(self->system(),
-                                                    gateway.error()));
+                                                    gateway.error()),
+                               asked_at);
                });
 }
 
 /// Notes the list a peer's answer to a ping names: logged and counted
 /// when it differs from this node's, and again when it agrees once more.
-void note_list(watch_pointer self, std::size_t index, const node_stats& stats) {
+void note_list(watch_pointer self, std::size_t index, const node_stats& stats,
+               serving_lists::clock::time_point asked_at) {
   auto& st = self->state;
-  st.lists->peer_serves(index, stats.cluster, stats.cluster != st.list_nodes);
+  st.lists->peer_serves(index, stats.cluster, stats.cluster != st.list_nodes,
+                        asked_at);
   report_lists(self);
   auto& p = st.peers[index];
   if (stats.cluster_version == p.list_version && stats.cluster == p.list)
@@ -193,18 +221,22 @@ void ping_one(watch_pointer self, std::size_t index) {
     return;
   auto timeout = self->state.settings.peer_timeout;
   auto gateway = p.gateway;
+  // An answer tells what the peer served at some moment after the ask:
+  // one that reaches a node waking from a pause is as old as its ask, and
+  // leaves the view stale (serving_lists.hpp).
+  auto asked_at = serving_lists::clock::now();
   self->request(gateway, timeout, stats_atom::value)
     .then(
-      [self, index, gateway](const node_stats& stats) {
+      [self, index, gateway, asked_at](const node_stats& stats) {
         if (self->state.peers[index].gateway != gateway)
           return;
         mark_up(self, index);
-        note_list(self, index, stats);
+        note_list(self, index, stats, asked_at);
       },
-      [self, index, gateway, timeout](caf::error& err) {
+      [self, index, gateway, timeout, asked_at](caf::error& err) {
         if (self->state.peers[index].gateway != gateway)
           return;
-        self->state.lists->peer_unanswered(index);
+        self->state.lists->peer_unanswered(index, asked_at);
         report_lists(self);
         mark_down(self, index,
                   err == caf::sec::request_timeout
@@ -215,6 +247,9 @@ void ping_one(watch_pointer self, std::size_t index) {
 }
 
 void ping(watch_pointer self) {
+  // A ping round due long ago runs first after a pause: say so before the
+  // answers come.
+  report_silence(self);
   for (std::size_t index = 0; index < self->state.peers.size(); ++index)
     ping_one(self, index);
   self->delayed_send(self, self->state.settings.ping_interval,
@@ -250,7 +285,7 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
       if (!p.gateway || p.gateway.address() != msg.source)
         continue;
       p.gateway = nullptr;
-      self->state.lists->peer_unanswered(index);
+      self->state.lists->peer_lost(index);
       report_lists(self);
       mark_down(self, index,
                 "its connection was lost: " + self->system().render(msg.reason));

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -263,20 +264,41 @@ uint64_t lists_generation(Self* self) {
   return view ? view->generation : 0;
 }
 
-/// An error while this node does not know yet which lists its peers serve
-/// under: a majority under its own list alone may miss what was answered
-/// under another, so it coordinates nothing then (the client goes to the
-/// next replica). `what` names the key ("session s").
+/// Whether a request counted under the lists of generation `counted_under`
+/// may no longer be answered ok: the lists in use changed since, or this
+/// node's view of them went stale (it was paused: serving_lists.hpp).
+template <class Self>
+bool lists_moved_on(Self* self, uint64_t counted_under) {
+  const auto& lists = self->state.settings.lists;
+  return lists_generation(self) != counted_under
+         || (lists && lists->stale());
+}
+
+/// An error while this node does not know which lists its peers serve
+/// under, yet or any more (it was paused: its view is stale): a majority
+/// under its own list alone may miss what was answered under another, so
+/// it coordinates nothing then (the client goes to the next replica).
+/// `what` names the key ("session s").
 template <class Self>
 std::optional<caf::error> lists_unknown(Self* self, const std::string& what) {
-  auto view = lists_in_use(self);
-  if (!view || view->settled)
+  const auto& lists = self->state.settings.lists;
+  if (!lists)
     return std::nullopt;
-  return make_error(errc::catching_up,
-                    what
-                      + ": this node has not yet heard from every peer "
-                        "which cluster list it serves under; the next "
-                        "replica serves it");
+  if (!lists->current()->settled)
+    return make_error(errc::catching_up,
+                      what
+                        + ": this node has not yet heard from every peer "
+                          "which cluster list it serves under; the next "
+                          "replica serves it");
+  if (lists->stale())
+    return make_error(
+      errc::catching_up,
+      what + ": this node has not heard from every peer within "
+        + caf::deep_to_string(
+             std::chrono::duration_cast<caf::timespan>(lists->max_silence()))
+        + " (it was paused?), so it may not know which cluster list each "
+          "serves under; the next replica serves it");
+  return std::nullopt;
 }
 
 /// The replicas of `key` a round asks, under this node's list and every

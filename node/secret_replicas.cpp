@@ -317,11 +317,11 @@ caf::result<ok_atom> replicate(replicas_pointer self,
       // Majorities counted under lists that changed meanwhile may be ones
       // the new list's replicas never meet (session_replicas.cpp says
       // how): the client queues the entries again, counted anew.
-      if (replica_calls::lists_generation(self) != counted_under)
+      if (replica_calls::lists_moved_on(self, counted_under))
         decide(make_error(errc::no_quorum,
                           "the cluster lists the chats' replicas serve "
-                          "under changed during the request; queue the "
-                          "entries again"));
+                          "under changed during the request (or this node "
+                          "was paused meanwhile); queue the entries again"));
       else
         decide(ok_atom::value);
     },

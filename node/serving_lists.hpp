@@ -1,8 +1,10 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +41,17 @@
 /// the coordinators read it on each round. Until every peer was asked once
 /// (answered, or failed to) since this node started, the node cannot know
 /// the lists in use, and its coordinators take no call (`settled`).
+///
+/// A view also goes stale: a node paused (SIGSTOP, a long stall) while the
+/// others changed lists wakes with the answers it had before, and a node
+/// being removed is no peer of the new list's nodes, so no handoff request
+/// tells it. Its peers are asked every ping interval and each ask ends (an
+/// answer, a failure, a timeout) within a `peer-timeout`: a peer whose
+/// last ended ask was made longer than `max_silence` ago means this node
+/// was not running, and its coordinators take no call, and answer none ok,
+/// until every peer was asked again (`stale`). An ask counts from when it
+/// was made: an answer reaching a node that wakes was given before the
+/// pause.
 namespace coalesce {
 
 struct serving_view {
@@ -54,10 +67,18 @@ struct serving_view {
 
 class serving_lists {
 public:
+  using clock = std::chrono::steady_clock;
+  using time_source = std::function<clock::time_point()>;
+
   /// A node's view over `peers` peers (its list's other nodes, by the
-  /// peer watch's numbering).
-  explicit serving_lists(std::size_t peers)
-    : lists_(peers), asked_(peers, false),
+  /// peer watch's numbering), stale once a peer went unasked for longer
+  /// than `max_silence` (zero: never) by `now` (the steady clock; a test's
+  /// own, to make time pass).
+  explicit serving_lists(std::size_t peers,
+                         clock::duration max_silence = clock::duration::zero(),
+                         time_source now = clock::now)
+    : lists_(peers), asked_(peers, false), heard_(peers, now()),
+      max_silence_(max_silence), now_(std::move(now)),
       view_(std::make_shared<const serving_view>()) {
     if (peers == 0)
       publish();
@@ -82,15 +103,18 @@ public:
     return view_;
   }
 
-  /// Peer `peer` answered that it serves `nodes` ("host:port" in list
-  /// order); `other` tells whether that differs from this node's list.
+  /// Peer `peer` answered an ask made at `asked_at` that it serves `nodes`
+  /// ("host:port" in list order); `other` tells whether that differs from
+  /// this node's list.
   void peer_serves(std::size_t peer, std::vector<std::string> nodes,
-                   bool other) {
+                   bool other,
+                   std::optional<clock::time_point> asked_at = std::nullopt) {
     std::lock_guard<std::mutex> guard{mtx_};
     // A view made for fewer peers (`fixed`) follows none past them.
     if (peer >= asked_.size())
       return;
     asked_[peer] = true;
+    heard(peer, asked_at);
     if (other)
       lists_[peer] = std::move(nodes);
     else
@@ -98,17 +122,61 @@ public:
     publish();
   }
 
-  /// Peer `peer` could not be asked (down, unreachable): it counts as
-  /// asked, and the list it last named stays (it may serve under it yet).
-  void peer_unanswered(std::size_t peer) {
+  /// Peer `peer` could not be asked at `asked_at` (down, unreachable): it
+  /// counts as asked, and the list it last named stays (it may serve under
+  /// it yet).
+  void peer_unanswered(std::size_t peer,
+                       std::optional<clock::time_point> asked_at
+                       = std::nullopt) {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (peer >= asked_.size() || asked_[peer])
+    if (peer >= asked_.size())
+      return;
+    heard(peer, asked_at);
+    mark_asked(peer);
+  }
+
+  /// The connection to peer `peer` was lost: it counts as asked, but this
+  /// tells nothing of when (a loss noticed on waking from a pause may be a
+  /// restart under another list meanwhile): the view is no fresher.
+  void peer_lost(std::size_t peer) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (peer >= asked_.size())
+      return;
+    mark_asked(peer);
+  }
+
+  /// Whether some peer's last ended ask (an answer or a failure) was made
+  /// longer ago than the view allows: this node was paused, and what its
+  /// peers serve under may have changed meanwhile.
+  bool stale() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (max_silence_ == clock::duration::zero())
+      return false;
+    auto now = now_();
+    for (auto heard : heard_)
+      if (now - heard > max_silence_)
+        return true;
+    return false;
+  }
+
+  clock::duration max_silence() const {
+    return max_silence_;
+  }
+
+private:
+  /// Answers may end out of the order their asks were made in: the latest
+  /// ask counts.
+  void heard(std::size_t peer, std::optional<clock::time_point> asked_at) {
+    heard_[peer] = std::max(heard_[peer], asked_at ? *asked_at : now_());
+  }
+
+  void mark_asked(std::size_t peer) {
+    if (asked_[peer])
       return;
     asked_[peer] = true;
     publish();
   }
 
-private:
   void publish() {
     auto next = std::make_shared<serving_view>();
     next->settled = true;
@@ -145,6 +213,10 @@ private:
   mutable std::mutex mtx_;
   std::vector<std::optional<std::vector<std::string>>> lists_;
   std::vector<bool> asked_;
+  /// When each peer last answered a ping, or an ask of it last failed.
+  std::vector<clock::time_point> heard_;
+  const clock::duration max_silence_;
+  const time_source now_;
   std::shared_ptr<const serving_view> view_;
 };
 

@@ -126,13 +126,13 @@ caf::error no_quorum(const std::string& session,
 std::optional<caf::error> lists_changed_during(coordinator_pointer self,
                                                const std::string& session,
                                                uint64_t counted_under) {
-  if (lists_generation(self) == counted_under)
+  if (!replica_calls::lists_moved_on(self, counted_under))
     return std::nullopt;
   return make_error(errc::no_quorum,
                     "session " + session
                       + ": the cluster lists its replicas serve under "
-                        "changed during the write; it is written again "
-                        "under the new ones");
+                        "changed during the write (or this node was paused "
+                        "meanwhile); it is written again under the new ones");
 }
 
 /// A ballot above every one seen for the session.

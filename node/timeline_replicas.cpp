@@ -172,8 +172,7 @@ void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
     // Majorities counted under lists that changed meanwhile may be ones the
     // new list's replicas never meet (session_replicas.cpp says how): not
     // answered ok, the next call prepares and counts under the new view.
-    auto changed = ok
-                   && replica_calls::lists_generation(self) != counted_under;
+    auto changed = ok && replica_calls::lists_moved_on(self, counted_under);
     if (ok && !changed) {
       round->majority = true;
       go_on();
@@ -187,7 +186,8 @@ void replicate(coordinator_pointer self, uint64_t ballot, room_suffix part,
       done(make_error(errc::no_quorum,
                       "room " + room
                         + ": the cluster lists its replicas serve under "
-                          "changed during the request; retry"));
+                          "changed during the request (or this node was "
+                          "paused meanwhile); retry"));
     else if (*preempted)
       done(taken_over(room));
     else

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,10 +26,36 @@ inline std::vector<std::string> nodes_of(const cluster_map& list) {
   return result;
 }
 
+/// A steady clock a test moves by hand: the pause of a node, as its view
+/// of its peers tells time.
+class hand_clock {
+public:
+  serving_lists::time_source source() const {
+    auto at = at_;
+    return [at] {
+      return serving_lists::clock::time_point{
+        serving_lists::clock::duration{at->load()}};
+    };
+  }
+
+  void advance(serving_lists::clock::duration by) {
+    *at_ += by.count();
+  }
+
+private:
+  std::shared_ptr<std::atomic<serving_lists::clock::rep>> at_
+    = std::make_shared<std::atomic<serving_lists::clock::rep>>(
+      serving_lists::clock::now().time_since_epoch().count());
+};
+
 /// The view of a node whose two peers both last answered they serve
-/// `list`: it counts `list` alone until told otherwise.
-inline std::shared_ptr<serving_lists> two_peers_serving(const cluster_map& list) {
-  auto lists = std::make_shared<serving_lists>(2);
+/// `list`: it counts `list` alone until told otherwise, and goes stale once
+/// a peer went unasked for `max_silence` (zero: never) by `now`.
+inline std::shared_ptr<serving_lists>
+two_peers_serving(const cluster_map& list,
+                  serving_lists::clock::duration max_silence = {},
+                  serving_lists::time_source now = serving_lists::clock::now) {
+  auto lists = std::make_shared<serving_lists>(2, max_silence, std::move(now));
   lists->peer_serves(0, nodes_of(list), false);
   lists->peer_serves(1, nodes_of(list), false);
   return lists;
@@ -54,15 +82,13 @@ inline std::string key_not_on(const cluster_map& list, std::size_t node,
 using open_gate_atom = caf::atom_constant<caf::atom("opengate")>;
 using held_atom = caf::atom_constant<caf::atom("held")>;
 
-/// The middle of the replays of a list change: once `gate` (the first
-/// peer's) holds the request `pending` waits for, that peer is seen serving
-/// `next` (as its catch-up's handoff request shows it), then the gate
-/// opens and the request's answer is returned.
+/// The middle of the replays of a list change or a pause: once `gate` (the
+/// first peer's) holds the request `pending` waits for, `meanwhile` runs,
+/// then the gate opens and the request's answer is returned.
 template <class Answer, class Pending>
-caf::expected<Answer>
-answer_once_a_peer_serves(caf::scoped_actor& self, Pending& pending,
-                          const caf::actor& gate, serving_lists& lists,
-                          const cluster_map& next) {
+caf::expected<Answer> answer_once_held(caf::scoped_actor& self,
+                                       Pending& pending, const caf::actor& gate,
+                                       const std::function<void()>& meanwhile) {
   caf::expected<Answer> result{caf::error{}};
   bool held = false;
   self->request(gate, std::chrono::seconds{30}, held_atom::value)
@@ -70,11 +96,35 @@ answer_once_a_peer_serves(caf::scoped_actor& self, Pending& pending,
              [&](caf::error& err) { result = std::move(err); });
   if (!held)
     return result;
-  lists.peer_serves(0, nodes_of(next), true);
+  meanwhile();
   caf::anon_send(gate, open_gate_atom::value);
   pending.receive([&](Answer& x) { result = std::move(x); },
                   [&](caf::error& err) { result = std::move(err); });
   return result;
+}
+
+/// The middle of the replays of a list change: while `gate` holds the
+/// request, the first peer is seen serving `next` (as its catch-up's
+/// handoff request shows it).
+template <class Answer, class Pending>
+caf::expected<Answer>
+answer_once_a_peer_serves(caf::scoped_actor& self, Pending& pending,
+                          const caf::actor& gate, serving_lists& lists,
+                          const cluster_map& next) {
+  return answer_once_held<Answer>(self, pending, gate, [&] {
+    lists.peer_serves(0, nodes_of(next), true);
+  });
+}
+
+/// A node paused for an hour, as its view's clock tells it.
+inline void paused_for_an_hour(hand_clock& clock) {
+  clock.advance(std::chrono::hours{1});
+}
+
+/// Both peers answer a ping again, naming `list` (this node's own).
+inline void peers_heard_again(serving_lists& lists, const cluster_map& list) {
+  lists.peer_serves(0, nodes_of(list), false);
+  lists.peer_serves(1, nodes_of(list), false);
 }
 
 } // namespace coalesce::test

@@ -379,6 +379,30 @@ struct fixture {
                [&](error& err) { result = std::move(err); });
     return result;
   }
+
+  /// Node 0's coordinator under `lists`, its copies to nodes 1 and 2
+  /// through a `copy_gate` each (held until opened).
+  struct gated_coordinator {
+    secret_replicas_actor coordinator;
+    actor gate1;
+    actor gate2;
+  };
+
+  gated_coordinator behind_gates(std::shared_ptr<serving_lists> lists) {
+    gated_coordinator result;
+    result.gate1 = sys.spawn(copy_gate, replicas[1].gateway);
+    result.gate2 = sys.spawn(copy_gate, replicas[2].gateway);
+    helpers.push_back(result.gate1);
+    helpers.push_back(result.gate2);
+    result.coordinator = spawn_secret_replicas(
+      sys, buffer_of(0), {map, 0, 3, 10s, counters, false, 10s, lists});
+    helpers.push_back(actor_cast<actor>(result.coordinator));
+    anon_send(result.coordinator, peer_up_atom::value, uint64_t{1},
+              actor_cast<node_actor>(result.gate1));
+    anon_send(result.coordinator, peer_up_atom::value, uint64_t{2},
+              actor_cast<node_actor>(result.gate2));
+    return result;
+  }
 };
 
 } // namespace
@@ -521,17 +545,7 @@ CAF_TEST(a queue a majority took while another list came into use is not answere
   auto entry = make_entry("j1", 9);
   entry.chat = key_not_on(grown, 3, key_kind::chat, "c", "@g.us");
   auto lists = two_peers_serving(map);
-  auto gate1 = sys.spawn(copy_gate, replicas[1].gateway);
-  auto gate2 = sys.spawn(copy_gate, replicas[2].gateway);
-  helpers.push_back(gate1);
-  helpers.push_back(gate2);
-  auto coordinating = spawn_secret_replicas(
-    sys, buffer_of(0), {map, 0, 3, 10s, counters, false, 10s, lists});
-  helpers.push_back(actor_cast<actor>(coordinating));
-  anon_send(coordinating, peer_up_atom::value, uint64_t{1},
-            actor_cast<node_actor>(gate1));
-  anon_send(coordinating, peer_up_atom::value, uint64_t{2},
-            actor_cast<node_actor>(gate2));
+  auto [coordinating, gate1, gate2] = behind_gates(lists);
   scoped_actor self{sys};
   auto pending = self->request(coordinating, 10s, queue_atom::value, entry);
   auto first = answer_once_a_peer_serves<ok_atom>(self, pending, gate1,
@@ -542,6 +556,31 @@ CAF_TEST(a queue a majority took while another list came into use is not answere
             != std::string::npos);
   // Queued again, counted under both lists, it is answered.
   anon_send(gate2, open_gate_atom::value);
+  CAF_CHECK(ask<ok_atom>(coordinating, 10s, queue_atom::value, entry));
+}
+
+CAF_TEST(a queue a majority took while its node was paused is not answered ok) {
+  // Paused after it counted its majority, the node cannot tell whether the
+  // lists changed while it slept (serving_lists.hpp): not answered ok; it
+  // coordinates nothing until its peers answer again.
+  auto entry = make_entry("p1", 9);
+  hand_clock view_clock;
+  auto lists = two_peers_serving(map, 10s, view_clock.source());
+  auto [coordinating, gate1, gate2] = behind_gates(lists);
+  scoped_actor self{sys};
+  auto pending = self->request(coordinating, 10s, queue_atom::value, entry);
+  auto first = answer_once_held<ok_atom>(self, pending, gate1, [&] {
+    paused_for_an_hour(view_clock);
+  });
+  CAF_REQUIRE(!first);
+  CAF_CHECK_EQUAL(code_of(first.error()), code(errc::no_quorum));
+  CAF_CHECK(sys.render(first.error()).find("paused") != std::string::npos);
+  anon_send(gate2, open_gate_atom::value);
+  auto refused = ask<ok_atom>(coordinating, 10s, queue_atom::value, entry);
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
+  CAF_CHECK(sys.render(refused.error()).find("paused") != std::string::npos);
+  peers_heard_again(*lists, map);
   CAF_CHECK(ask<ok_atom>(coordinating, 10s, queue_atom::value, entry));
 }
 

@@ -490,6 +490,45 @@ struct fixture {
     return ask<std::vector<std::size_t>>(gate, get_atom::value, writes)
       .engaged();
   }
+
+  /// Node 0 under `lists`, reaching nodes 1 and 2 through a gate each that
+  /// `make_gate` spawns in front of a replica's gateway.
+  struct gated_node {
+    session_persister_actor persister;
+    actor gate1;
+    actor gate2;
+  };
+
+  template <class MakeGate>
+  gated_node behind_gates(MakeGate make_gate,
+                          std::shared_ptr<serving_lists> lists) {
+    gated_node result;
+    result.gate1 = make_gate(replicas[1].gateway);
+    result.gate2 = make_gate(replicas[2].gateway);
+    others.push_back(result.gate1);
+    others.push_back(result.gate2);
+    result.persister = node_under(0, map,
+                                  {{}, actor_cast<node_actor>(result.gate1),
+                                   actor_cast<node_actor>(result.gate2)},
+                                  std::move(lists), 10s);
+    return result;
+  }
+
+  /// Gates that hold every write until opened.
+  actor closed_write_gate(const node_actor& target) {
+    return sys.spawn(write_gate, target, false);
+  }
+
+  /// Checks that `session`, read through `persister`, is `blob` with the
+  /// rows `expected`.
+  void check_reads(const session_persister_actor& persister,
+                   const std::string& session, const std::string& blob,
+                   const ids& expected) {
+    auto loaded = load_at(persister, session);
+    CAF_REQUIRE(loaded);
+    CAF_CHECK_EQUAL(loaded->blob, blob);
+    CAF_CHECK_EQUAL(ids_of(*loaded), expected);
+  }
 };
 
 } // namespace
@@ -988,14 +1027,9 @@ CAF_TEST(a write a majority took while another list came into use is not answere
   // answered ok, and written again, counted under both.
   auto session = session_staying_off_node_3();
   auto lists = peers_serving_map();
-  auto gate1 = sys.spawn(write_gate, replicas[1].gateway, false);
-  auto gate2 = sys.spawn(write_gate, replicas[2].gateway, false);
-  others.push_back(gate1);
-  others.push_back(gate2);
-  auto n0 = node_under(0, map,
-                       {{}, actor_cast<node_actor>(gate1),
-                        actor_cast<node_actor>(gate2)},
-                       lists, 10s);
+  auto [n0, gate1, gate2] = behind_gates(
+    [this](const node_actor& target) { return closed_write_gate(target); },
+    lists);
   auto h = handle();
   CAF_REQUIRE(register_at(n0, session, h));
   scoped_actor self{sys};
@@ -1012,10 +1046,59 @@ CAF_TEST(a write a majority took while another list came into use is not answere
   // The next write carries the kept row, counted under both lists.
   anon_send(gate2, open_gate_atom::value);
   CAF_REQUIRE(persist_at(n0, session, h, "v2", {row("b", 2)}));
-  auto loaded = load_at(n0, session);
-  CAF_REQUIRE(loaded);
-  CAF_CHECK_EQUAL(loaded->blob, "v2");
-  CAF_CHECK_EQUAL(ids_of(*loaded), (ids{"a", "b"}));
+  check_reads(n0, session, "v2", ids{"a", "b"});
+}
+
+CAF_TEST(a node paused past the silence it allows coordinates nothing until it hears its peers) {
+  // A node frozen while the others changed lists wakes with their old
+  // answers, and a node being removed learns of the change from no
+  // handoff: until every peer answered again, it cannot tell which lists
+  // to count majorities under.
+  hand_clock view_clock;
+  auto lists = two_peers_serving(map, 10s, view_clock.source());
+  auto n0 = node_under(0, map, {{}, replicas[1].gateway, replicas[2].gateway},
+                       lists, 10s);
+  auto h = handle();
+  CAF_REQUIRE(register_at(n0, "s", h));
+  paused_for_an_hour(view_clock);
+  auto refused = persist_at(n0, "s", h, "v1", {row("a", 1)});
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
+  CAF_CHECK(sys.render(refused.error()).find("paused") != std::string::npos);
+  auto unread = load_at(n0, "s");
+  CAF_REQUIRE(!unread);
+  CAF_CHECK_EQUAL(code_of(unread.error()), code(errc::catching_up));
+  peers_heard_again(*lists, map);
+  CAF_REQUIRE(persist_at(n0, "s", h, "v2", {row("b", 2)}));
+  check_reads(n0, "s", "v2", ids{"a", "b"});
+}
+
+CAF_TEST(a write a majority took while its node was paused is not answered ok) {
+  // Paused after it counted its majority under the lists it knew, the
+  // node cannot tell whether they changed while it slept: not answered
+  // ok, and written again once its peers answer.
+  hand_clock view_clock;
+  auto lists = two_peers_serving(map, 10s, view_clock.source());
+  auto [n0, gate1, gate2] = behind_gates(
+    [this](const node_actor& target) { return closed_write_gate(target); },
+    lists);
+  auto h = handle();
+  CAF_REQUIRE(register_at(n0, "s", h));
+  scoped_actor self{sys};
+  auto pending = self->request(n0, 30s, persist_atom::value, std::string{"s"},
+                               h, session_snapshot{"v1"},
+                               std::vector<session_update>{row("a", 1)},
+                               std::vector<std::string>{});
+  auto first = answer_once_held<ok_atom>(self, pending, gate1, [&] {
+    paused_for_an_hour(view_clock);
+  });
+  CAF_REQUIRE(!first);
+  CAF_CHECK_EQUAL(code_of(first.error()), code(errc::no_quorum));
+  CAF_CHECK(sys.render(first.error()).find("paused") != std::string::npos);
+  anon_send(gate2, open_gate_atom::value);
+  peers_heard_again(*lists, map);
+  CAF_REQUIRE(persist_at(n0, "s", h, "v2", {row("b", 2)}));
+  check_reads(n0, "s", "v2", ids{"a", "b"});
 }
 
 CAF_TEST(a claim a majority took while another list came into use is made again) {
@@ -1025,14 +1108,9 @@ CAF_TEST(a claim a majority took while another list came into use is made again)
   // under both lists, is what the register answers.
   auto session = session_staying_off_node_3();
   auto lists = peers_serving_map();
-  auto gate1 = sys.spawn(claim_gate, replicas[1].gateway);
-  auto gate2 = sys.spawn(claim_gate, replicas[2].gateway);
-  others.push_back(gate1);
-  others.push_back(gate2);
-  auto n0 = node_under(0, map,
-                       {{}, actor_cast<node_actor>(gate1),
-                        actor_cast<node_actor>(gate2)},
-                       lists, 10s);
+  auto [n0, gate1, gate2] = behind_gates(
+    [this](const node_actor& target) { return sys.spawn(claim_gate, target); },
+    lists);
   auto h = handle();
   scoped_actor self{sys};
   auto pending = self->request(n0, 30s, register_atom::value, session, h);

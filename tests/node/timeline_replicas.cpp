@@ -376,6 +376,25 @@ struct fixture {
     return others.back();
   }
 
+  /// Node 0 under `lists`, reaching nodes 1 and 2 through a tap each that
+  /// holds the appends until opened.
+  struct tapped_node {
+    replicated_rooms node;
+    actor tap1;
+    actor tap2;
+  };
+
+  tapped_node behind_closed_taps(std::shared_ptr<serving_lists> lists) {
+    tapped_node result;
+    result.tap1 = tap(1, false);
+    result.tap2 = tap(2, false);
+    result.node = node_under(0, map,
+                             {{}, actor_cast<node_actor>(result.tap1),
+                              actor_cast<node_actor>(result.tap2)},
+                             std::move(lists), 10s);
+    return result;
+  }
+
   /// Whether the replica behind `tap` applied `appends` appends in all
   /// (within 30 s).
   bool applied_through(const actor& tap, std::size_t appends) {
@@ -486,12 +505,7 @@ CAF_TEST(an_append_a_majority_took_while_another_list_came_into_use_is_not_answe
   // says why that is not enough): not answered ok.
   auto room = key_not_on(grown, 3, key_kind::room, "!r");
   auto lists = two_peers_serving(map);
-  auto tap1 = tap(1, false);
-  auto tap2 = tap(2, false);
-  auto n0 = node_under(0, map,
-                       {{}, actor_cast<node_actor>(tap1),
-                        actor_cast<node_actor>(tap2)},
-                       lists, 10s);
+  auto [n0, tap1, tap2] = behind_closed_taps(lists);
   scoped_actor self{sys};
   auto pending = self->request(n0.coordinator, 30s, append_atom::value, room,
                                events("a", 1));
@@ -503,6 +517,33 @@ CAF_TEST(an_append_a_majority_took_while_another_list_came_into_use_is_not_answe
             != std::string::npos);
   // The next append, counted under both lists, continues the log.
   anon_send(tap2, open_gate_atom::value);
+  CAF_REQUIRE(append_at(n0, room, events("b", 1)));
+  std::vector<std::string> expected{"a0", "b0"};
+  CAF_CHECK_EQUAL(ids_at(1, room), expected);
+}
+
+CAF_TEST(an_append_a_majority_took_while_its_node_was_paused_is_not_answered_ok) {
+  // Paused after it counted its majority, the node cannot tell whether the
+  // lists changed while it slept (serving_lists.hpp): not answered ok; it
+  // coordinates nothing until its peers answer again.
+  auto room = key_not_on(grown, 3, key_kind::room, "!r");
+  hand_clock view_clock;
+  auto lists = two_peers_serving(map, 10s, view_clock.source());
+  auto [n0, tap1, tap2] = behind_closed_taps(lists);
+  scoped_actor self{sys};
+  auto pending = self->request(n0.coordinator, 30s, append_atom::value, room,
+                               events("a", 1));
+  auto first = answer_once_held<uint64_t>(self, pending, tap1, [&] {
+    paused_for_an_hour(view_clock);
+  });
+  CAF_REQUIRE(!first);
+  CAF_CHECK_EQUAL(code_of(first.error()), code(errc::no_quorum));
+  CAF_CHECK(sys.render(first.error()).find("paused") != std::string::npos);
+  anon_send(tap2, open_gate_atom::value);
+  auto refused = append_at(n0, room, events("b", 1));
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
+  peers_heard_again(*lists, map);
   CAF_REQUIRE(append_at(n0, room, events("b", 1)));
   std::vector<std::string> expected{"a0", "b0"};
   CAF_CHECK_EQUAL(ids_at(1, room), expected);

@@ -1,0 +1,123 @@
+#define CAF_SUITE node.serving_lists
+#include <caf/test/unit_test.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <coalesce/node/key_release.hpp>
+#include <coalesce/node/serving_lists.hpp>
+
+using namespace coalesce;
+using namespace std::chrono_literals;
+
+namespace {
+
+using clock_type = serving_lists::clock;
+
+const std::vector<std::string> own_list{"127.0.0.1:4301", "127.0.0.1:4302",
+                                        "127.0.0.1:4303"};
+
+/// A view over two peers that tells time by `now`, which the test moves.
+struct fixture {
+  clock_type::time_point now = clock_type::now();
+  serving_lists lists{2, 10s, [this] { return now; }};
+
+  void both_answer() {
+    lists.peer_serves(0, own_list, false);
+    lists.peer_serves(1, own_list, false);
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(serving_lists_tests, fixture)
+
+CAF_TEST(a view goes stale once a peer went unasked longer than it allows) {
+  both_answer();
+  now += 10s;
+  CAF_CHECK(!lists.stale());
+  now += 1s;
+  CAF_CHECK(lists.stale());
+  // Every peer must be asked again, not one.
+  lists.peer_serves(0, own_list, false);
+  CAF_CHECK(lists.stale());
+  lists.peer_serves(1, own_list, false);
+  CAF_CHECK(!lists.stale());
+}
+
+CAF_TEST(an answer to an ask made before a pause leaves the view stale) {
+  // Its peer answered before this node paused; the answer is read on
+  // waking, when the lists may have changed.
+  both_answer();
+  auto asked_at = now;
+  now += 1h;
+  lists.peer_serves(0, own_list, false, asked_at);
+  lists.peer_unanswered(1, asked_at);
+  CAF_CHECK(lists.stale());
+}
+
+CAF_TEST(an answer ending after a later one keeps the later ask) {
+  both_answer();
+  auto early = now;
+  now += 8s;
+  lists.peer_serves(0, own_list, false);
+  lists.peer_serves(1, own_list, false);
+  lists.peer_serves(0, own_list, false, early);
+  now += 5s;
+  CAF_CHECK(!lists.stale());
+}
+
+CAF_TEST(a peer whose pings keep failing keeps the view fresh) {
+  // A peer that is down tells nothing of its list, but that this node
+  // asked it, and was running to see the ask fail.
+  lists.peer_serves(0, own_list, false);
+  lists.peer_unanswered(1);
+  now += 20s;
+  lists.peer_serves(0, own_list, false);
+  lists.peer_unanswered(1);
+  CAF_CHECK(!lists.stale());
+}
+
+CAF_TEST(a lost connection makes the view no fresher) {
+  // Noticed on waking, a peer's restart under another list looks the
+  // same.
+  both_answer();
+  now += 1h;
+  lists.peer_lost(0);
+  lists.peer_lost(1);
+  CAF_CHECK(lists.stale());
+}
+
+CAF_TEST(a peer asked again under the same list changes no generation) {
+  // Every ping answers; were each a new generation, every request under
+  // way would be answered no_quorum.
+  both_answer();
+  auto generation = lists.current()->generation;
+  now += 1s;
+  lists.peer_serves(0, own_list, false);
+  lists.peer_unanswered(1);
+  CAF_CHECK_EQUAL(lists.current()->generation, generation);
+}
+
+CAF_TEST(a paused node drops no key it lost until it hears its peers again) {
+  // Its peers may have moved on to another list while it slept: the keys
+  // it lost may not be held by their new replicas yet.
+  both_answer();
+  CAF_CHECK(may_release(false, &lists));
+  now += 1h;
+  CAF_CHECK(!may_release(false, &lists));
+  both_answer();
+  CAF_CHECK(may_release(false, &lists));
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+CAF_TEST(a view made without a silence limit never goes stale) {
+  auto now = clock_type::now();
+  serving_lists lists{2, clock_type::duration::zero(), [&] { return now; }};
+  lists.peer_serves(0, own_list, false);
+  lists.peer_serves(1, own_list, false);
+  now += 1000h;
+  CAF_CHECK(!lists.stale());
+}
