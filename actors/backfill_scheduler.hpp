@@ -123,8 +123,9 @@ struct backfill_scheduler_options {
   std::string remote_pager;
   /// Whether callers in this process, too, claim their tickets (by awaiting
   /// or detaching them) before a page of theirs is committed, as callers on
-  /// other nodes always do: lets one process replay a lost enqueue answer.
-  /// Not a setting.
+  /// other nodes always do: a replicated room's scheduler sets it (a
+  /// cluster client in its process fails over too), and tests replay a
+  /// lost enqueue answer in one process with it. Not a setting.
   bool local_callers_claim = false;
 
   /// Registers the settings under a config group (`scheduler-max-concurrent`,

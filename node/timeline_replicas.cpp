@@ -795,6 +795,10 @@ start_replicated_rooms(caf::actor_system& sys,
                        const room_replica_settings& settings,
                        backfill_scheduler_options scheduler) {
   replicated_rooms result;
+  // A caller in this process may be a cluster client that fails over when
+  // this node is slow, its enqueue's answer reaching nobody: like a caller
+  // on another node, it claims its ticket before its pages are committed.
+  scheduler.local_callers_claim = true;
   result.coordinator = spawn_timeline_coordinator(sys, local, settings);
   result.endpoint = spawn_room_replica_endpoint(sys, local,
                                                 settings.catching_up);

@@ -279,12 +279,13 @@ struct fixture {
   /// Under `list` when given, else `map`.
   replicated_rooms node(std::size_t i, std::array<node_actor, 3> peers = {},
                          caf::timespan timeout = 10s,
-                         std::optional<cluster_map> list = {}) {
+                         std::optional<cluster_map> list = {},
+                         backfill_scheduler_options scheduler = {}) {
     auto result = start_replicated_rooms(
       sys, replicas[i].store,
       {list ? *list : map, i, 3, timeout, counters, replicas[i].catching_up,
        nullptr},
-      {});
+      std::move(scheduler));
     for (uint64_t p = 0; p < 3; ++p) {
       if (p == i)
         continue;
@@ -687,6 +688,32 @@ CAF_TEST(a_backfill_is_answered_once_its_position_is_on_a_majority) {
   CAF_CHECK_EQUAL(ids_of(rest.events),
                   (std::vector<std::string>{"e3", "e2", "e1", "e0"}));
   CAF_CHECK(rest.reason == stop_reason::reached_timeline_start);
+}
+
+CAF_TEST(a_caller_in_the_coordinators_own_process_claims_its_ticket_too) {
+  // A cluster client in the node's own process fails over like a remote
+  // one when the node is slow: the answer to its enqueue may reach nobody.
+  // Were its pages committed without a claim, the retry (on this node or
+  // the next) would start past events no backfill delivered.
+  backfill_scheduler_options options;
+  options.pager_timeout = 300ms;
+  auto n0 = node(0, {}, 10s, {}, options);
+  CAF_REQUIRE(append_at(n0, "!r", events("e", 4)));
+  backfill_request lost;
+  lost.room = "!r";
+  lost.batch_size = 2;
+  lost.max_batches = 1;
+  // Another priority than the retry's: a run of its own, not shared.
+  lost.prio = priority::low;
+  scoped_actor gave_up{sys};
+  gave_up->request(n0.scheduler, 30s, enqueue_atom::value, lost)
+    .receive([](backfill_ticket&) {},
+             [&](error& err) { CAF_FAIL(sys.render(err)); });
+  // The retry waits for the room's run to end: unclaimed after 300 ms,
+  // it ends without moving the position.
+  auto retry = backfill_at(n0, "!r", 4, 0);
+  CAF_CHECK_EQUAL(ids_of(retry.events),
+                  (std::vector<std::string>{"e3", "e2", "e1", "e0"}));
 }
 
 CAF_TEST(a_catching_up_replica_counts_out_of_every_round) {
