@@ -35,6 +35,7 @@ void key_release::start(std::vector<std::vector<std::size_t>> replicas,
   allowed_ = std::move(allowed);
   report_ = std::move(report);
   next_ = 0;
+  in_flight_ = 0;
   dropped_ = 0;
   kept_ = 0;
   failure_.clear();
@@ -53,11 +54,17 @@ void key_release::run() {
   do {
     run_again_ = false;
     if (stopped_ || next_ == replicas_.size()) {
-      in_run_ = false;
-      finish();
-      return;
+      if (in_flight_ == 0) {
+        in_run_ = false;
+        finish();
+        return;
+      }
+      break;
     }
+    if (in_flight_ == window)
+      break;
     auto key = next_++;
+    ++in_flight_;
     const auto& set = replicas_[key];
     struct tally {
       std::size_t holding = 0;
@@ -96,14 +103,17 @@ void key_release::run() {
              });
     // A key of no replica (none listed) is kept: nothing can be asked.
     if (set.empty()) {
+      --in_flight_;
       ++kept_;
-      run_again_ = true;
     }
+    // The next key, up to the window.
+    run_again_ = true;
   } while (run_again_);
   in_run_ = false;
 }
 
 void key_release::decided(bool dropped) {
+  --in_flight_;
   if (dropped) {
     ++dropped_;
     ++counters_->keys_dropped;

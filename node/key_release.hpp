@@ -56,6 +56,10 @@ bool may_release(bool catching_up, const serving_lists* lists);
 
 class key_release {
 public:
+  /// Keys a pass asks about at once: one at a time, each a round trip to
+  /// its replicas, a pass over many keys took a round trip per key.
+  static constexpr std::size_t window = 16;
+
   /// Whether replica `replica` (an index in the node's list) holds key
   /// `key` (an index into the pass's keys) at least as new as this node.
   using check_fn = std::function<void(
@@ -101,6 +105,8 @@ private:
   std::function<bool()> allowed_;
   report_fn report_;
   std::size_t next_ = 0;
+  /// Keys asked about and not yet decided.
+  std::size_t in_flight_ = 0;
   uint64_t dropped_ = 0;
   uint64_t kept_ = 0;
   /// What the last pass kept: a pass that keeps as many says nothing.
@@ -111,7 +117,8 @@ private:
   /// keys must not recurse once per key.
   bool in_run_ = false;
   bool run_again_ = false;
-  /// Whether `allowed` said no: the pass ends.
+  /// Whether `allowed` said no: the pass ends once the keys in flight are
+  /// decided.
   bool stopped_ = false;
 };
 
