@@ -9,10 +9,14 @@
 #include <vector>
 
 #include <caf/all.hpp>
+#include <caf/test/unit_test.hpp>
 
 #include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/routing_key.hpp>
 #include <coalesce/node/serving_lists.hpp>
+
+#include "error_codes.hpp"
 
 /// The replica suites' views of which lists a node's peers serve, for their
 /// replays of a list change.
@@ -119,6 +123,17 @@ answer_once_a_peer_serves(caf::scoped_actor& self, Pending& pending,
 /// A node paused for an hour, as its view's clock tells it.
 inline void paused_for_an_hour(hand_clock& clock) {
   clock.advance(std::chrono::hours{1});
+}
+
+/// Checks that `answer` was refused with `expected` because its node was
+/// paused.
+template <class Answer>
+void check_refused_for_a_pause(const caf::actor_system& sys,
+                               const caf::expected<Answer>& answer,
+                               errc expected) {
+  CAF_REQUIRE(!answer);
+  CAF_CHECK_EQUAL(code_of(answer.error()), code(expected));
+  CAF_CHECK(sys.render(answer.error()).find("paused") != std::string::npos);
 }
 
 /// Both peers answer a ping again, naming `list` (this node's own).
