@@ -125,15 +125,23 @@ inline void paused_for_an_hour(hand_clock& clock) {
   clock.advance(std::chrono::hours{1});
 }
 
+/// Checks that `answer` was refused with `expected`, saying `why`.
+template <class Answer>
+void check_refused(const caf::actor_system& sys,
+                   const caf::expected<Answer>& answer, errc expected,
+                   const std::string& why) {
+  CAF_REQUIRE(!answer);
+  CAF_CHECK_EQUAL(code_of(answer.error()), code(expected));
+  CAF_CHECK(sys.render(answer.error()).find(why) != std::string::npos);
+}
+
 /// Checks that `answer` was refused with `expected` because its node was
 /// paused.
 template <class Answer>
 void check_refused_for_a_pause(const caf::actor_system& sys,
                                const caf::expected<Answer>& answer,
                                errc expected) {
-  CAF_REQUIRE(!answer);
-  CAF_CHECK_EQUAL(code_of(answer.error()), code(expected));
-  CAF_CHECK(sys.render(answer.error()).find("paused") != std::string::npos);
+  check_refused(sys, answer, expected, "paused");
 }
 
 /// Both peers answer a ping again, naming `list` (this node's own).
