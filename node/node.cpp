@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -11,6 +14,7 @@
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/connect.hpp>
+#include <coalesce/messages/errc.hpp>
 #include <coalesce/node/build_info.hpp>
 #include <coalesce/node/cluster_list.hpp>
 #include <coalesce/node/metrics.hpp>
@@ -52,12 +56,57 @@ caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
   };
 }
 
+/// The nodes of `list` other than `self_index` that answered no ping
+/// (`stats`) before `limit` ran out, each with its last reason; a node that
+/// fails is asked again every `retry` until then, so that one restarting
+/// at the moment delays the check rather than failing it.
+std::vector<std::string> unanswering_nodes(caf::actor_system& sys,
+                                           const cluster_map& list,
+                                           std::size_t self_index,
+                                           caf::timespan peer_timeout,
+                                           caf::timespan retry,
+                                           caf::timespan limit) {
+  std::vector<std::string> missing;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (i == self_index)
+      continue;
+    const auto& node = list.nodes()[i];
+    for (;;) {
+      std::string why;
+      auto gateway = connect_node(sys, node.host, node.port, peer_timeout);
+      if (gateway) {
+        caf::scoped_actor self{sys};
+        self->request(*gateway, peer_timeout, stats_atom::value)
+          .receive([](node_stats&) {},
+                   [&](caf::error& err) {
+                     why = "did not answer a ping: " + sys.render(err);
+                   });
+        if (why.empty())
+          break;
+      } else {
+        why = unreachable_sentence(sys, gateway.error());
+      }
+      if (std::chrono::steady_clock::now() + retry >= deadline) {
+        missing.push_back(node.text() + " (" + why + ")");
+        break;
+      }
+      std::this_thread::sleep_for(retry);
+    }
+  }
+  return missing;
+}
+
 /// The list this node serves under: its configured one, against the one it
 /// stored (coalesce/node/cluster_list.hpp), stored when it changed;
 /// `gained` tells whether it replaced a stored one that named a node it
-/// lacks (this node may have gained keys).
-caf::expected<cluster_map> settle_list(storage::database& db,
+/// lacks (this node may have gained keys). A change is refused, the stored
+/// list kept, unless every other node of the new list answers a ping
+/// within `max_peer_silence` (operating.md, "Changing the list").
+caf::expected<cluster_map> settle_list(caf::actor_system& sys,
+                                       storage::database& db,
                                        const cluster_map& configured,
+                                       const node_settings& settings,
                                        bool& gained) {
   auto stored = db.stored_cluster_list();
   if (!stored)
@@ -65,6 +114,34 @@ caf::expected<cluster_map> settle_list(storage::database& db,
   auto settled = settle_cluster_list(configured, *stored);
   if (!settled)
     return std::move(settled.error());
+  if (settled->changed && !settled->previous.empty()) {
+    const auto& list = settled->record.list;
+    const auto& cluster = settings.cluster;
+    auto limit = cluster.max_peer_silence();
+    spdlog::info("coalesce.cluster changes the list from {} to {}: asking "
+                 "every other node of the new list for an answer first "
+                 "(within {})",
+                 settled->previous, list.text(), caf::deep_to_string(limit));
+    auto missing = unanswering_nodes(
+      sys, list, *list.index_of({settings.host, settings.port}),
+      cluster.peer_timeout, cluster.watch_settings().ping_interval, limit);
+    if (!missing.empty()) {
+      std::string named;
+      for (const auto& x : missing)
+        named += (named.empty() ? "" : "; ") + x;
+      return make_error(
+        errc::invalid_request,
+        "coalesce.cluster changes the list from " + settled->previous + " to "
+          + list.text()
+          + ", but not every node of the new list answered within "
+          + caf::deep_to_string(limit) + ": " + named
+          + ". Nothing changed: the stored list stays version "
+          + std::to_string(list.version() - 1)
+          + ". Start those nodes first (a joining node starts first, with the "
+            "new list and an empty directory), or start this node with its "
+            "old list");
+    }
+  }
   if (settled->changed) {
     if (auto err = db.store_cluster_list(encode_cluster_list(settled->record)))
       return err;
@@ -142,9 +219,11 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   // after a crash.
   bool list_changed = false;
   if (clustered) {
-    auto settled = settle_list(*local.database(), cluster, list_changed);
+    auto settled = settle_list(sys, *local.database(), cluster, settings,
+                               list_changed);
     if (!settled) {
-      spdlog::critical("cannot settle coalesce.cluster on coalesce.db-path = "
+      spdlog::critical("cannot start under coalesce.cluster on "
+                       "coalesce.db-path = "
                        "\"{}\": {}",
                        settings.services.db_path, sys.render(settled.error()));
       local.stop(settings.shutdown_timeout);

@@ -12,8 +12,8 @@ use_test_certificates
 
 # Seven ports free right now (the kernel's choice, released at once): each
 # node listens on its own, fixed in the list every node and client shares,
-# and serves its metrics on another; the seventh is a node listed but never
-# started.
+# and serves its metrics on another; the seventh is a fourth node that the
+# list-change tests start (listed before it runs, it answers nothing).
 PORTS=($(python3 -c '
 import socket
 socks = [socket.socket() for _ in range(7)]
@@ -453,8 +453,30 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
     [ "$(grep -c ": version 1: 127.0.0.1:${PORTS[0]}, 127.0.0.1:${PORTS[1]}, 127.0.0.1:${PORTS[2]}$" <<<"$out")" = 3 ]
   check "and they agree" grep -q "^every node serves under version 1$" <<<"$out"
   check "its metric coalesce_cluster_version is 1" [ "$(metric 0 coalesce_cluster_version)" = 1 ]
-  # Node 2 restarted with a fourth node listed: the next version, which
-  # it keeps across a restart with the same list.
+  # A change of the list needs every node of the new list answering: node
+  # 2 restarted with a fourth node listed that is not running refuses to
+  # start, naming it, and keeps version 1 (a peer-timeout of 1 s: it waits
+  # three).
+  kill -TERM "${PID_OF[2]}"
+  wait_exit "${PID_OF[2]}" 60
+  timeout 60 "$NODE" --config-file="$ROOT/config/coalesce.ini" --coalesce.port="${PORTS[2]}" \
+    --coalesce.db-path="$WORK/list-n2.db" --coalesce.stats-interval=0s --coalesce.cluster="$grown" \
+    --coalesce.peer-timeout=1s "${NODE_TLS[@]}" >>"$log2" 2>&1
+  rc=$?
+  check "a change to a list whose new node is not running is refused (exit 1, got $rc)" [ "$rc" = 1 ]
+  check "naming that node and the wait" \
+    grep -q "not every node of the new list answered within 3s: 127.0.0.1:${PORTS[6]} (" "$log2"
+  check "and saying nothing changed" grep -q "Nothing changed: the stored list stays version 1" "$log2"
+  start_member 2 || { CURRENT_OK=0; return; }
+  check "started again with its old list, node 2 serves under version 1" \
+    grep -q '"cluster_version":1' <<<"$(tcli "${PORTS[2]}" stats)"
+  check "and logged no change" bash -c "! grep -q 'cluster list changed' '$log2'"
+  # The fourth node starts first (a joining node: nothing stored, nothing
+  # to check), then node 2 restarted with it listed: the next version,
+  # which it keeps across a restart with the same list.
+  start_node list-n3 --coalesce.port="${PORTS[6]}" --coalesce.cluster="$grown" "${NODE_TLS[@]}" \
+    || { CURRENT_OK=0; return; }
+  PID_OF[3]=$NODE_PID
   restart_member_listing 2 "$grown" || { CURRENT_OK=0; return; }
   check "node 2 logs the change of its list" \
     grep -q "cluster list changed from version 1: .* to version 2: .*127.0.0.1:${PORTS[6]}" "$log2"
@@ -490,8 +512,8 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
   check "node 2 refuses it (exit 4, got $rc)" [ "$rc" = 4 ]
   check "naming the version of its list" grep -q "(cluster list version 2)" "$WORK/list.err"
   # A client that knows node 2 alone sends it that chat: node 2 refuses it
-  # with its own list, which the client adopts and routes by, to node 0 or
-  # 1 (the listed node that never started is failed over).
+  # with its own list, which the client adopts and routes by, to the chat's
+  # replicas among nodes 0, 1 and 3.
   "$CLI" "${CLI_TLS[@]}" --nodes="127.0.0.1:${PORTS[2]}" --timeout=9s \
     secret put "$chat" s m "$(hex32 9)" 0 1700000009 2>"$WORK/adopt.err"
   rc=$?
@@ -502,6 +524,8 @@ test_each_node_serves_under_a_versioned_list_and_status_shows_it() {
   check "restarted with the same list, node 2 keeps version 2" \
     grep -q '"cluster_version":2' <<<"$(tcli "${PORTS[2]}" stats)"
   check "and logs no change" [ "$(grep -c "cluster list changed" "$log2")" = 1 ]
+  kill -TERM "${PID_OF[3]}"
+  wait_exit "${PID_OF[3]}" 60
   stop_cluster
 }
 
