@@ -7,7 +7,8 @@
 //   through the cluster client, each `queue` answered once two of the three
 //   hold it.
 // Durable rows per second until the flush answered, the `queue` p99, and CPU
-// per row of every process involved (the client and the nodes). Three
+// per row of every process involved (the client and the nodes; the client's
+// share apart, as the cluster client routes what one node would not). Three
 // replicas on one 2-core machine triple the writes: the targets are
 // replicated_vs_single >= 0.3 and cpu_per_row_vs_single <= 3.5. Then, on
 // the same nodes, persists of `sessions` sessions (bench/persist_load.hpp),
@@ -75,6 +76,8 @@ struct measurement {
   double rows_per_s = 0;
   double queue_p99_ms = 0;
   double cpu_seconds = 0;
+  /// The part of `cpu_seconds` this process (the client) used.
+  double client_cpu_seconds = 0;
   double persists_per_s = 0;
   double persist_p99_ms = 0;
   double persist_cpu_seconds = 0;
@@ -100,13 +103,15 @@ measurement measure_single(caf::actor_system& sys, const bench_config& cfg) {
                               std::chrono::seconds{10});
   if (!gateway)
     fail(unreachable_sentence(sys, gateway.error()));
-  auto cpu_before = bench::own_cpu_seconds() + node.cpu_seconds();
+  auto client_before = bench::own_cpu_seconds();
+  auto cpu_before = client_before + node.cpu_seconds();
   auto load = bench::drive_load(sys, "replicas",
                                 caf::actor_cast<caf::actor>(*gateway),
                                 cfg.entries, cfg.batch, cfg.window);
   measurement result;
   result.rows_per_s = load.rows_per_s;
   result.queue_p99_ms = load.queue_p99_ms;
+  result.client_cpu_seconds = bench::own_cpu_seconds() - client_before;
   result.cpu_seconds = bench::own_cpu_seconds() + node.cpu_seconds()
                        - cpu_before;
   measure_persists(
@@ -169,6 +174,7 @@ measurement measure_replicated(caf::actor_system& sys,
       total += node->cpu_seconds();
     return total;
   };
+  auto client_before = bench::own_cpu_seconds();
   auto cpu_before = cpu_of_all();
   auto load = bench::drive_load(sys, "replicas",
                                 caf::actor_cast<caf::actor>(client),
@@ -176,6 +182,7 @@ measurement measure_replicated(caf::actor_system& sys,
   measurement result;
   result.rows_per_s = load.rows_per_s;
   result.queue_p99_ms = load.queue_p99_ms;
+  result.client_cpu_seconds = bench::own_cpu_seconds() - client_before;
   result.cpu_seconds = cpu_of_all() - cpu_before;
   measure_persists(sys, cfg, caf::actor_cast<caf::actor>(client), cpu_of_all,
                    result);
@@ -191,6 +198,11 @@ const measurement& best(const std::vector<measurement>& runs) {
 
 double cpu_us_per_row(const bench_config& cfg, const measurement& run) {
   return run.cpu_seconds * 1e6 / static_cast<double>(cfg.entries);
+}
+
+/// The client's share of `cpu_us_per_row`.
+double client_cpu_us_per_row(const bench_config& cfg, const measurement& run) {
+  return run.client_cpu_seconds * 1e6 / static_cast<double>(cfg.entries);
 }
 
 double cpu_us_per_persist(const bench_config& cfg, const measurement& run) {
@@ -255,6 +267,9 @@ int main(int argc, char** argv) {
     {"replicated_cpu_us_per_row", round2(cpu_us_per_row(cfg, three))},
     {"cpu_per_row_vs_single",
      round2(cpu_us_per_row(cfg, three) / cpu_us_per_row(cfg, one))},
+    {"single_client_cpu_us_per_row", round2(client_cpu_us_per_row(cfg, one))},
+    {"replicated_client_cpu_us_per_row",
+     round2(client_cpu_us_per_row(cfg, three))},
     {"sessions", cfg.sessions},
     {"persists", cfg.persists},
     {"persist_window", cfg.persist_window},
