@@ -161,7 +161,7 @@ void dial(watch_pointer self, std::size_t index) {
   if (p.dialing || p.gateway)
     return;
   p.dialing = true;
-  auto asked_at = serving_lists::clock::now();
+  auto asked_at = self->state.lists->now();
   request_node(self, p.where.host, p.where.port,
                self->state.settings.peer_timeout,
                [self, index, asked_at](caf::expected<node_actor> gateway) {
@@ -224,7 +224,7 @@ void ping_one(watch_pointer self, std::size_t index) {
   // An answer tells what the peer served at some moment after the ask:
   // one that reaches a node waking from a pause is as old as its ask, and
   // leaves the view stale (serving_lists.hpp).
-  auto asked_at = serving_lists::clock::now();
+  auto asked_at = self->state.lists->now();
   self->request(gateway, timeout, stats_atom::value)
     .then(
       [self, index, gateway, asked_at](const node_stats& stats) {

@@ -163,6 +163,11 @@ public:
     return max_silence_;
   }
 
+  /// The time by this view's clock: what the peer watch dates its asks by.
+  clock::time_point now() const {
+    return now_();
+  }
+
 private:
   /// Answers may end out of the order their asks were made in: the latest
   /// ask counts.

@@ -1,0 +1,218 @@
+#define CAF_SUITE node.peer_watch
+#include <caf/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <coalesce/actors/node_gateway.hpp>
+#include <coalesce/messages/secret_buffer_stats.hpp>
+#include <coalesce/node/peer_watch.hpp>
+
+#include "test_config.hpp"
+
+using namespace coalesce;
+using namespace std::chrono_literals;
+
+namespace {
+
+using clock_type = serving_lists::clock;
+
+/// A TCP port that accepts connections (the kernel completes them) and
+/// never says a word: a peer whose process hangs. A dial to it ends only by
+/// its timeout, so the test can move the clock while the ask is open.
+class silent_port {
+public:
+  silent_port() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    CAF_REQUIRE(fd_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CAF_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address),
+                       sizeof(address))
+                == 0);
+    CAF_REQUIRE(::listen(fd_, 16) == 0);
+    socklen_t size = sizeof(address);
+    CAF_REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address),
+                              &size)
+                == 0);
+    port_ = ntohs(address.sin_port);
+  }
+
+  ~silent_port() {
+    ::close(fd_);
+  }
+
+  uint16_t port() const {
+    return port_;
+  }
+
+  /// Whether a connection waits to be accepted within `limit`: the dial
+  /// reached the socket, so its ask was made.
+  bool dialed_within(std::chrono::milliseconds limit) const {
+    pollfd waiting{fd_, POLLIN, 0};
+    return ::poll(&waiting, 1, static_cast<int>(limit.count())) == 1;
+  }
+
+private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+struct io_config : coalesce::test::test_config {
+  io_config() {
+    load<caf::io::middleman>();
+  }
+};
+
+/// Whether `holds()` became true within `limit` (real time: the dials are
+/// real connections).
+bool within(std::chrono::milliseconds limit,
+            const std::function<bool()>& holds) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!holds()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+using release_atom = caf::atom_constant<caf::atom("release")>;
+
+/// A peer's secret buffer that holds every stats request until released:
+/// its gateway answers a ping only then, so the test moves the clock while
+/// the ping is open. `asked` counts the requests it holds.
+caf::behavior held_stats(caf::event_based_actor* self,
+                         std::shared_ptr<std::atomic<int>> asked) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+    [self, held, asked](stats_atom) {
+      held->push_back(self->make_response_promise());
+      ++*asked;
+    },
+    [held](release_atom) {
+      for (auto& promise : *held)
+        promise.deliver(secret_buffer_stats{});
+      held->clear();
+    },
+  };
+}
+
+/// A peer in its own actor system, reached over a real connection: a real
+/// gateway whose secret buffer is `held_stats`.
+struct held_peer {
+  io_config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<std::atomic<int>> asked
+    = std::make_shared<std::atomic<int>>(0);
+  caf::actor buffer = sys.spawn(held_stats, asked);
+  node_actor gateway;
+  uint16_t port = 0;
+
+  held_peer() {
+    service_handles handles;
+    handles.secret_buffer = caf::actor_cast<decltype(handles.secret_buffer)>(
+      buffer);
+    gateway = spawn_node_gateway(sys, handles);
+    auto published = sys.middleman().publish(gateway, 0, "127.0.0.1", true);
+    CAF_REQUIRE(published);
+    port = *published;
+  }
+
+  void release() {
+    caf::anon_send(buffer, release_atom::value);
+  }
+
+  ~held_peer() {
+    release();
+    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(buffer, caf::exit_reason::user_shutdown);
+  }
+};
+
+struct fixture {
+  io_config cfg;
+  caf::actor_system sys{cfg};
+  silent_port peer;
+  /// The view's clock, which the test moves (nanoseconds since the epoch
+  /// of the steady clock).
+  std::shared_ptr<std::atomic<clock_type::rep>> at
+    = std::make_shared<std::atomic<clock_type::rep>>(
+      clock_type::now().time_since_epoch().count());
+  std::shared_ptr<serving_lists> lists
+    = std::make_shared<serving_lists>(1, 9s, [at = at] {
+        return clock_type::time_point{clock_type::duration{at->load()}};
+      });
+  caf::actor watch;
+
+  /// Watches the peer at `port` with `settings`.
+  void start_watch(uint16_t port, peer_watch_settings settings) {
+    std::vector<std::string> nodes{"127.0.0.1:1",
+                                   "127.0.0.1:" + std::to_string(port)};
+    cluster_map map;
+    CAF_REQUIRE(!cluster_map::parse(nodes, "cluster", map));
+    auto counters = std::make_shared<peer_counters>(nodes, 1);
+    watch = spawn_peer_watch(sys, map, 0, settings, counters, {}, lists);
+  }
+
+  void jump_an_hour() {
+    *at += std::chrono::duration_cast<clock_type::duration>(1h).count();
+  }
+
+  ~fixture() {
+    caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(peer_watch_tests, fixture)
+
+// A node paused while an ask was open wakes to that ask's end: had it been
+// dated by its end, the view would look fresh though nothing was heard
+// since the pause.
+// Each dial to the silent port times out after 300 ms and the next follows
+// 3 s later, so the view stays as the first failure left it for seconds.
+CAF_TEST(a failed dial counts as heard when it was made not when it failed) {
+  start_watch(peer.port(), {300ms, 3s});
+  CAF_REQUIRE(peer.dialed_within(10s));
+  jump_an_hour();
+  CAF_REQUIRE(within(10s, [&] { return lists->current()->settled; }));
+  CAF_CHECK(lists->stale());
+  // The next dial is made after the jump: its failure makes the view fresh.
+  CAF_CHECK(within(20s, [&] { return !lists->stale(); }));
+}
+
+// Likewise for a ping's answer: it tells what the peer served at some
+// moment after the ask, which may be before the pause.
+CAF_TEST(a pings answer counts as heard when the ping was sent) {
+  held_peer answering;
+  start_watch(answering.port, {10s, 3s});
+  // Reached, the peer is pinged at once; its answer waits for the buffer.
+  CAF_REQUIRE(within(10s, [&] { return answering.asked->load() == 1; }));
+  jump_an_hour();
+  answering.release();
+  CAF_REQUIRE(within(10s, [&] { return lists->current()->settled; }));
+  CAF_CHECK(lists->stale());
+  // The next ping is sent after the jump: its answer makes the view fresh.
+  CAF_REQUIRE(within(20s, [&] { return answering.asked->load() == 2; }));
+  answering.release();
+  CAF_CHECK(within(10s, [&] { return !lists->stale(); }));
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
