@@ -119,4 +119,8 @@ settle_cluster_list(const cluster_map& configured, const std::string& stored) {
   return result;
 }
 
+int catch_up_passes(const settled_cluster_list& settled) {
+  return settled.changed ? 2 : 1;
+}
+
 } // namespace coalesce

@@ -52,4 +52,11 @@ struct settled_cluster_list {
 caf::expected<settled_cluster_list>
 settle_cluster_list(const cluster_map& configured, const std::string& stored);
 
+/// How many passes over every peer a catch-up under `settled` makes: two
+/// when this node serves under a list its peers may not know yet (a changed
+/// list, or its first: a joining node, a new or wiped directory), so that
+/// the second finds what a peer took as a coordinator before the first
+/// told it the list (sync_rounds.hpp, `learn_asker_list`); else one.
+int catch_up_passes(const settled_cluster_list& settled);
+
 } // namespace coalesce

@@ -100,14 +100,15 @@ std::vector<std::string> unanswering_nodes(caf::actor_system& sys,
 /// The list this node serves under: its configured one, against the one it
 /// stored (coalesce/node/cluster_list.hpp), stored when it changed;
 /// `gained` tells whether it replaced a stored one that named a node it
-/// lacks (this node may have gained keys). A change is refused, the stored
+/// lacks (this node may have gained keys), `passes` how many passes its
+/// catch-ups make (`catch_up_passes`). A change is refused, the stored
 /// list kept, unless every other node of the new list answers a ping
 /// within `max_peer_silence` (operating.md, "Changing the list").
 caf::expected<cluster_map> settle_list(caf::actor_system& sys,
                                        storage::database& db,
                                        const cluster_map& configured,
                                        const node_settings& settings,
-                                       bool& gained) {
+                                       bool& gained, int& passes) {
   auto stored = db.stored_cluster_list();
   if (!stored)
     return std::move(stored.error());
@@ -142,6 +143,7 @@ caf::expected<cluster_map> settle_list(caf::actor_system& sys,
             "old list");
     }
   }
+  passes = catch_up_passes(*settled);
   if (settled->changed) {
     if (auto err = db.store_cluster_list(encode_cluster_list(settled->record)))
       return err;
@@ -218,9 +220,10 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   // node may have gained keys, so it catches up before it serves reads, as
   // after a crash.
   bool list_changed = false;
+  int passes = 1;
   if (clustered) {
     auto settled = settle_list(sys, *local.database(), cluster, settings,
-                               list_changed);
+                               list_changed, passes);
     if (!settled) {
       spdlog::critical("cannot start under coalesce.cluster on "
                        "coalesce.db-path = "
@@ -271,7 +274,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(),
        settings.cluster.anti_entropy_interval, settings.cluster.peer_timeout,
-       catch_up, *empty, counters, list_changed, lists});
+       catch_up, *empty, counters, list_changed, lists, passes});
     handles.secret_buffer = caf::actor_cast<secret_buffer_requests>(replicas);
   }
   replicated_sessions sessions;
@@ -293,7 +296,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
        settings.cluster.peer_timeout, catch_up, catching_up, counters,
-       list_changed, lists});
+       list_changed, lists, passes});
     handles.session_persister = sessions.persister;
   }
   replicated_rooms rooms;
@@ -312,7 +315,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(), settings.cluster.anti_entropy_interval,
        settings.cluster.peer_timeout, catch_up, catching_up, counters,
-       list_changed, lists});
+       list_changed, lists, passes});
     handles.timeline = caf::actor_cast<timeline_requests>(rooms.coordinator);
     handles.backfill_scheduler = rooms.scheduler;
   }

@@ -534,7 +534,8 @@ secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
                        repaired, took.count());
         if (st.caught_up)
           caf::anon_send(st.caught_up, caught_up_atom::value);
-      });
+      },
+      st.settings.catch_up_passes);
     spdlog::info("secrets: {}; catching up from every peer before answering "
                  "reads",
                  st.settings.list_changed

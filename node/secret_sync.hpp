@@ -88,15 +88,16 @@ struct secret_sync_settings {
   bool started_empty = false;
   std::shared_ptr<peer_counters> counters;
   /// Whether the catch-up is for a changed cluster list (this node may
-  /// have gained keys): it then runs twice, the second pass after every
-  /// peer learned the new list from the first (sync_rounds.hpp,
-  /// `learn_asker_list`).
+  /// have gained keys): what its log says.
   bool list_changed = false;
   /// The lists peers serve under: chats this node no longer replicates
   /// are dropped only while it serves under its own list alone (null:
   /// never dropped); a peer's handoff request tells it what that peer
   /// serves (`learn_asker_list`).
   std::shared_ptr<serving_lists> lists = nullptr;
+  /// Passes of the catch-up over every peer (cluster_list.hpp,
+  /// `catch_up_passes`): two under a list the peers may not know yet.
+  int catch_up_passes = 1;
 };
 
 /// Spawns it detached; `caught_up` (the coordinator) receives

@@ -105,6 +105,9 @@ void sync_rounds::finish(std::size_t peer, caf::expected<uint64_t> repaired) {
       if (missing_.empty() && passes_left_ > 0) {
         // The next pass starts as this round ends.
         --passes_left_;
+        spdlog::info("{}: compared with every peer, which now knows this "
+                     "node's cluster list; comparing with each once more",
+                     kind_);
         missing_.insert(catch_up_peers_.begin(), catch_up_peers_.end());
         retry_after_round_ = true;
       } else if (missing_.empty()) {

@@ -241,9 +241,9 @@ void start_sync_rounds(Self* self, const char* kind, const char* unit,
     std::string what = kind;
     std::string counted = unit;
     std::string then = serves;
-    // Under a changed list, the first pass tells every peer which list this
-    // node serves now (learn_asker_list); the second finds what they
-    // answered before they learned it.
+    // Under a list its peers may not know yet, the first pass tells every
+    // peer which list this node serves now (learn_asker_list); the second
+    // finds what they answered before they learned it.
     st.rounds->start_catch_up(
       every_peer(st.settings.map.size(), st.settings.self),
       [self, what, counted, then](uint64_t repaired,
@@ -255,7 +255,7 @@ void start_sync_rounds(Self* self, const char* kind, const char* unit,
         if (self->state.caught_up)
           caf::anon_send(self->state.caught_up, caught_up_atom::value);
       },
-      st.settings.list_changed ? 2 : 1);
+      st.settings.catch_up_passes);
     spdlog::info("{}: {}; catching up from every peer before {}", kind,
                  st.settings.list_changed
                    ? "the cluster list changed (what this node gained is "

@@ -559,6 +559,12 @@ test_a_node_that_joins_is_handed_off_its_keys_before_it_serves_them() {
   check "its sessions caught up within 30 s, $sessions_gained of them" \
     wait_log_count "$log3" "sessions: caught up from every peer: $sessions_gained sessions" 1 30
   check "its rooms caught up within 30 s" wait_log_count "$log3" "rooms: caught up" 1 30
+  # Its peers learned its list from its first pass; the second finds what
+  # a peer coordinated before it learned.
+  for kind in secrets sessions rooms; do
+    check "its $kind compared with every peer twice" \
+      grep -q "$kind: compared with every peer, which now knows this node's cluster list; comparing with each once more" "$log3"
+  done
   joined=$(tcli "${PORTS[6]}" stats | python3 -c "import json,sys; print(json.load(sys.stdin)['secrets']['entries_written'])")
   check "it wrote exactly the $gained entries of its chats (wrote $joined)" [ "$joined" = "$gained" ]
   handed=0

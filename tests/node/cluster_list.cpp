@@ -86,6 +86,22 @@ CAF_TEST(a changed list is the next version and nodes keep their ids) {
   CAF_CHECK(settled->dropped_nodes);
 }
 
+// A node under a list its peers may not know yet tells them in its first
+// pass and finds in its second what they took as coordinators before: a
+// joining node (nothing stored) as much as one whose list changed.
+CAF_TEST(a catch up makes a second pass under a first or changed list only) {
+  auto first = settle_cluster_list(list_of(abc), "");
+  CAF_REQUIRE(first);
+  CAF_CHECK_EQUAL(catch_up_passes(*first), 2);
+  auto stored = encode_cluster_list(first->record);
+  auto same = settle_cluster_list(list_of("h:3,h:1,h:2"), stored);
+  CAF_REQUIRE(same);
+  CAF_CHECK_EQUAL(catch_up_passes(*same), 1);
+  auto grown = settle_cluster_list(list_of("h:1,h:2,h:3,h:4"), stored);
+  CAF_REQUIRE(grown);
+  CAF_CHECK_EQUAL(catch_up_passes(*grown), 2);
+}
+
 CAF_TEST(a list that only adds nodes takes keys from a node and gives none) {
   auto settled = settle_cluster_list(list_of("h:1,h:2,h:3,h:4"),
                                      started_with(abc, ""));

@@ -759,6 +759,24 @@ CAF_TEST(a replica catching up takes what each peer holds and gives back) {
   CAF_CHECK_EQUAL(counters->catching_up.load(), 0u);
 }
 
+// Under a list its peers may not know yet (cluster_list.hpp,
+// `catch_up_passes`), the first pass tells each peer the list and the
+// second finds what a peer took as a coordinator before it learned it.
+CAF_TEST(a catch up of two passes compares with every peer twice) {
+  scoped_actor told{sys};
+  add_repair(1, false);
+  add_repair(2, false);
+  install_repair(0,
+                 {map, 0, 3, 10s, 0s, 100ms, true, false, counters, false,
+                  nullptr, 2},
+                 buffer_of(0), actor_cast<actor>(told));
+  introduce_repairs();
+  told->receive([](caught_up_atom) {},
+                after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  CAF_CHECK_EQUAL(counters->sync_rounds.load(), 4u);
+  CAF_CHECK_EQUAL(counters->catching_up.load(), 0u);
+}
+
 CAF_TEST(replicas that hold a key differently both end with the newer) {
   auto older = stamped("k", 1, (100 << 10) | 0);
   auto newer = stamped("k", 2, (200 << 10) | 2);

@@ -2,6 +2,7 @@
 #include <caf/test/unit_test.hpp>
 
 #include <algorithm>
+#include <thread>
 #include <array>
 #include <chrono>
 #include <memory>
@@ -299,7 +300,7 @@ struct fixture {
   /// Under `list` when given, as its node `self` with keys of
   /// `replica_count` replicas; it drops keys it holds for others only as
   /// `lists` allows (null: never); `list_changed` for a node that
-  /// restarted under another list.
+  /// restarted under another list (its catch-up makes two passes).
   session_sync_actor sync_of(std::size_t i, bool catch_up,
                              actor caught_up = {},
                              std::optional<cluster_map> list = {},
@@ -317,7 +318,8 @@ struct fixture {
                                    replicas[i].catching_up,
                                    counters,
                                    list_changed,
-                                   std::move(lists)};
+                                   std::move(lists),
+                                   list_changed ? 2 : 1};
     auto result = spawn_session_sync(sys, replicas[i].services->database(),
                                      replicas[i].io, caught_up, settings);
     repairs.push_back(result);
@@ -1149,6 +1151,53 @@ CAF_TEST(a node whose list changed catches up from every peer twice) {
   waiter->receive([](caught_up_atom) {},
                   after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
   CAF_CHECK_EQUAL(counters->sync_rounds.load() - rounds_before, 6u);
+}
+
+// The campaign's lost row, replayed: a joining node (node 3 of `grown`)
+// compares with nodes 1 and 2, which learn its list; node 1, still under
+// the old list alone, then has a write taken by 1 and 2 (node 0 silent);
+// the joiner compares with node 0, which lacks it. Under `grown` the
+// session's replicas include 3 and 0, a majority without the write: only a
+// second pass over every peer brings it to node 3.
+CAF_TEST(a joining nodes second pass finds a write its peers took meanwhile) {
+  std::string session;
+  for (int i = 0; session.empty(); ++i) {
+    auto name = "j" + std::to_string(i);
+    auto set = grown.replica_indices({key_kind::session, name}, 3);
+    auto has = [&](std::size_t node) {
+      return std::find(set.begin(), set.end(), node) != set.end();
+    };
+    if (has(3) && has(0))
+      session = name;
+  }
+  auto h = handle();
+  auto before = node(1);
+  CAF_REQUIRE(register_at(before, session, h));
+  CAF_REQUIRE(persist_at(before, session, h, "v1", {row("a", 1)}));
+  scoped_actor waiter{sys};
+  auto rounds_before = counters->sync_rounds.load();
+  // Two passes, as node.cpp gives a node starting under its first list.
+  auto repair = sync_of(3, true, actor_cast<actor>(waiter), grown, 3, 3,
+                        nullptr, true);
+  anon_send(repair, peer_up_atom::value, uint64_t{1}, replicas[1].gateway);
+  anon_send(repair, peer_up_atom::value, uint64_t{2}, replicas[2].gateway);
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (counters->sync_rounds.load() - rounds_before < 2) {
+    CAF_REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(5ms);
+  }
+  auto unaware = node(1, {silent(), node_actor{}, node_actor{}});
+  auto later = handle();
+  CAF_REQUIRE(register_at(unaware, session, later));
+  CAF_REQUIRE(persist_at(unaware, session, later, "v2", {row("b", 2)}));
+  CAF_REQUIRE(!held_by(0, session) || held_by(0, session)->blob == "v1");
+  anon_send(repair, peer_up_atom::value, uint64_t{0}, replicas[0].gateway);
+  waiter->receive([](caught_up_atom) {},
+                  after(30s) >> [] { CAF_FAIL("no catch-up within 30 s"); });
+  auto held = held_by(3, session);
+  CAF_REQUIRE(held);
+  CAF_CHECK_EQUAL(held->blob, "v2");
+  CAF_CHECK_EQUAL(ids_of(*held), (ids{"a", "b"}));
 }
 
 CAF_TEST(a node that has not heard which lists its peers serve writes nothing) {
