@@ -29,13 +29,17 @@ uint64_t avalanche(uint64_t x) {
   return x;
 }
 
-/// The weight of `node` for `key`: the node, a separator no host or port
-/// contains, the key's kind and its value, so that a room and a chat of the
-/// same name are routed independently.
-uint64_t weight(const std::string& node, const routing_key& key) {
-  auto hash = fnv1a(fnv_offset, node);
-  hash = fnv1a(hash, std::string_view{"\0", 1});
-  hash = fnv1a(hash, to_string(key.kind));
+/// The hash of a node's part of each weight (`node_seed`): the node and a
+/// separator no host or port contains.
+uint64_t node_seed(const node_endpoint& node) {
+  return fnv1a(fnv1a(fnv_offset, node.text()), std::string_view{"\0", 1});
+}
+
+/// The weight of a node (its `node_seed`) for `key`: the node, the key's
+/// kind and its value, so that a room and a chat of the same name are
+/// routed independently.
+uint64_t weight(uint64_t seed, const routing_key& key) {
+  auto hash = fnv1a(seed, to_string(key.kind));
   hash = fnv1a(hash, std::string_view{"\0", 1});
   return avalanche(fnv1a(hash, key.value));
 }
@@ -77,12 +81,20 @@ cluster_map::cluster_map(std::vector<node_endpoint> nodes)
   ids_.reserve(nodes_.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i)
     ids_.push_back(static_cast<uint32_t>(i));
+  seed_nodes();
 }
 
 cluster_map::cluster_map(uint64_t version, std::vector<node_endpoint> nodes,
                          std::vector<uint32_t> ids)
   : version_(version), nodes_(std::move(nodes)), ids_(std::move(ids)) {
-  // nop
+  seed_nodes();
+}
+
+void cluster_map::seed_nodes() {
+  node_seeds_.clear();
+  node_seeds_.reserve(nodes_.size());
+  for (const auto& node : nodes_)
+    node_seeds_.push_back(node_seed(node));
 }
 
 std::string cluster_map::text() const {
@@ -140,7 +152,7 @@ std::vector<std::size_t> cluster_map::replica_indices(const routing_key& key,
   std::vector<std::pair<uint64_t, std::size_t>> ranked;
   ranked.reserve(nodes_.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i)
-    ranked.emplace_back(weight(nodes_[i].text(), key), i);
+    ranked.emplace_back(weight(node_seeds_[i], key), i);
   // Ties (practically never) go to the smaller address, not the earlier
   // entry, so that the order of the list never matters.
   auto first = [this](const auto& x, const auto& y) {

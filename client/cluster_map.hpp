@@ -130,9 +130,14 @@ public:
   uint64_t fingerprint() const;
 
 private:
+  /// Hashes each node's part of its weights once, rather than per key.
+  void seed_nodes();
+
   uint64_t version_ = 0;
   std::vector<node_endpoint> nodes_;
   std::vector<uint32_t> ids_;
+  /// By index: the hash every weight of that node starts from.
+  std::vector<uint64_t> node_seeds_;
 };
 
 } // namespace coalesce
