@@ -323,9 +323,8 @@ void write_batch(buffer_pointer self) {
 
 caf::result<ok_atom> queue_entries(buffer_pointer self,
                                    std::vector<secret_entry> entries) {
-  for (std::size_t i = 0; i < entries.size(); ++i)
-    if (auto err = check_entry(entries[i], i))
-      return err;
+  if (auto err = check_secret_entries(entries))
+    return err;
   if (entries.empty())
     return ok_atom::value;
   auto& st = self->state;
@@ -673,6 +672,14 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
 }
 
 } // namespace
+
+caf::error check_secret_entries(const std::vector<secret_entry>& entries) {
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (auto err = check_entry(entries[i], i))
+      return err;
+  return caf::none;
+}
+
 
 secret_buffer_actor spawn_secret_buffer(caf::actor_system& sys,
                                         secret_drain_actor drain,

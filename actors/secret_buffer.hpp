@@ -106,6 +106,12 @@ struct secret_buffer_options {
   std::string validate(const std::string& group = "coalesce") const;
 };
 
+/// The buffer's check of a queue's entries, in storage's words: an
+/// `errc::invalid_secret_entry` naming the first bad entry ("(entry N)"),
+/// or none. A coordinator checks a request with it before its copies join
+/// other requests' copies in one message.
+caf::error check_secret_entries(const std::vector<secret_entry>& entries);
+
 /// Spawns a replacement for a drain worker or reader that died.
 struct secret_worker_factory {
   std::function<secret_drain_actor(caf::actor_system&)> drain;

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <type_traits>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <coalesce/actors/secret_buffer.hpp>
 #include <coalesce/client/connect.hpp>
 #include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
@@ -24,6 +26,29 @@
 namespace coalesce {
 
 namespace {
+
+/// The copies a coordinator sends one peer, one message at a time: the
+/// parts of requests that queue while a message is under way leave together
+/// once it is answered, so that the copies of many requests cross the
+/// network in one message (as sessions' writes do:
+/// replica_calls::peer_batches). A peer that is failing gets each part at
+/// once, so that no part waits for a silent peer's timeout before its own.
+struct copy_outbox {
+  struct part {
+    std::vector<secret_entry> entries;
+    /// When its request gives up on this peer: a message carrying it
+    /// waits no longer, whatever waited with it.
+    std::chrono::steady_clock::time_point due;
+    std::function<void()> answered;
+    std::function<void(const std::string&)> failed;
+  };
+  std::vector<part> waiting;
+  std::size_t under_way = 0;
+};
+
+/// Entries per message at most (unless one part alone has more), so that
+/// no message grows without bound.
+constexpr std::size_t max_copies_per_message = 4096;
 
 struct secret_replicas_state {
   static inline const char* name = "secret_replicas";
@@ -37,6 +62,8 @@ struct secret_replicas_state {
   std::vector<bool> failing;
   /// The nodes past the end of the list, named by other lists in use.
   std::vector<node_endpoint> extra_nodes;
+  /// Each peer's copies waiting and under way, by index.
+  std::vector<copy_outbox> outboxes;
   /// How to fail each request under way, so that stopping answers it.
   uint64_t last_decision = 0;
   std::unordered_map<uint64_t, std::function<void(const caf::error&)>> open;
@@ -172,9 +199,95 @@ void with_peer(replicas_pointer self, std::size_t node, Then then,
                     std::move(failed));
 }
 
+/// Counts a failed request to peer `node` and logs it when the peer
+/// starts failing.
+void count_failure(replicas_pointer self, std::size_t node,
+                   const std::string& why) {
+  auto& st = self->state;
+  st.settings.counters->request_failed(node);
+  // No peer watch follows a node of another list: connect again.
+  if (node >= st.settings.map.size())
+    st.peers[node] = nullptr;
+  if (!st.failing[node]) {
+    st.failing[node] = true;
+    spdlog::warn("secrets: replica {} failed a request: {}",
+                 replica_calls::node_text(self, node), why);
+  }
+}
+
+copy_outbox& outbox_of(replicas_pointer self, std::size_t node) {
+  auto& boxes = self->state.outboxes;
+  if (node >= boxes.size())
+    boxes.resize(node + 1);
+  return boxes[node];
+}
+
+/// Sends peer `node` every part waiting in its outbox (up to
+/// `max_copies_per_message` entries) in one message.
+void send_copies(replicas_pointer self, std::size_t node) {
+  auto& box = outbox_of(self, node);
+  if (box.waiting.empty())
+    return;
+  std::vector<secret_entry> entries;
+  auto parts = std::make_shared<std::vector<copy_outbox::part>>();
+  auto due = box.waiting.front().due;
+  std::size_t taken = 0;
+  for (; taken < box.waiting.size(); ++taken) {
+    auto& part = box.waiting[taken];
+    if (taken > 0
+        && entries.size() + part.entries.size() > max_copies_per_message)
+      break;
+    due = std::min(due, part.due);
+    std::move(part.entries.begin(), part.entries.end(),
+              std::back_inserter(entries));
+    parts->push_back(std::move(part));
+  }
+  box.waiting.erase(box.waiting.begin(),
+                    box.waiting.begin() + static_cast<std::ptrdiff_t>(taken));
+  ++box.under_way;
+  self->state.settings.counters->request_sent(node);
+  // The parts that waited meanwhile leave once this message is answered,
+  // whichever way (at once while the peer is failing).
+  auto next = [self, node] {
+    auto& box = outbox_of(self, node);
+    --box.under_way;
+    if (box.under_way == 0 || self->state.failing[node])
+      send_copies(self, node);
+  };
+  auto fail_all = [self, node, parts, next](const std::string& why) {
+    count_failure(self, node, why);
+    for (auto& part : *parts)
+      part.failed(why);
+    next();
+  };
+  auto timeout = std::max<caf::timespan>(
+    std::chrono::duration_cast<caf::timespan>(
+      due - std::chrono::steady_clock::now()),
+    std::chrono::milliseconds{1});
+  with_peer(
+    self, node,
+    [self, node, timeout, parts, next, fail_all,
+     entries = std::move(entries)](const node_actor& gateway) mutable {
+      self
+        ->request(gateway, timeout, replica_atom::value, std::move(entries))
+        .then(
+          [self, node, parts, next](ok_atom) mutable {
+            self->state.failing[node] = false;
+            for (auto& part : *parts)
+              part.answered();
+            next();
+          },
+          [self, fail_all](caf::error& err) mutable {
+            fail_all(render_failure(self, err));
+          });
+    },
+    fail_all);
+}
+
 /// Sends each replica its part of `items` (`replica_atom, part`: to this
-/// node's buffer, or to a peer's gateway), then `on_answer(node, answer)`
-/// or `on_failure(node, why)`.
+/// node's buffer, or to a peer's gateway; a queue's copies through the
+/// peer's outbox), then `on_answer(node, answer)` or `on_failure(node,
+/// why)`.
 template <class Answer, class T, class OnAnswer, class OnFailure>
 void to_replicas(replicas_pointer self, const replica_plan& plan,
                  const std::vector<T>& items, OnAnswer on_answer,
@@ -186,31 +299,8 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
     for (auto i : positions)
       part.push_back(items[i]);
     auto node_index = node;
-    auto remote = node != st.settings.self;
-    auto answered = [self, on_answer, node_index,
-                     remote](Answer& answer) mutable {
-      if (remote)
-        self->state.failing[node_index] = false;
-      on_answer(node_index, answer);
-    };
-    auto failed = [self, on_failure, node_index,
-                   remote](const std::string& why) mutable {
-      if (remote) {
-        self->state.settings.counters->request_failed(node_index);
-        // No peer watch follows a node of another list: connect again.
-        if (node_index >= self->state.settings.map.size())
-          self->state.peers[node_index] = nullptr;
-        if (!self->state.failing[node_index]) {
-          self->state.failing[node_index] = true;
-          spdlog::warn("secrets: replica {} failed a request: {}",
-                       replica_calls::node_text(self, node_index),
-                       why);
-        }
-      }
-      on_failure(node_index, why);
-    };
-    auto errored = [self, failed](caf::error& err) mutable {
-      failed(render_failure(self, err));
+    auto errored = [self, on_failure, node_index](caf::error& err) mutable {
+      on_failure(node_index, render_failure(self, err));
     };
     if (node == st.settings.self) {
       if (std::is_same_v<Answer, std::vector<secret_lookup>>
@@ -221,19 +311,51 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
       // In process, it always answers (back-pressure may take a while).
       self->request(st.local, caf::infinite, replica_atom::value,
                     std::move(part))
-        .then(answered, errored);
+        .then([on_answer, node_index](Answer& answer) mutable {
+                on_answer(node_index, answer);
+              },
+              errored);
       continue;
     }
-    st.settings.counters->request_sent(node);
-    with_peer(
-      self, node,
-      [self, part = std::move(part), answered,
-       errored](const node_actor& gateway) mutable {
-        self->request(gateway, self->state.settings.timeout,
+    if constexpr (std::is_same_v<Answer, ok_atom>) {
+      auto& box = outbox_of(self, node);
+      box.waiting.push_back(copy_outbox::part{
+        std::move(part),
+        std::chrono::steady_clock::now() + st.settings.timeout,
+        [on_answer, node_index]() mutable {
+          ok_atom ok;
+          on_answer(node_index, ok);
+        },
+        [on_failure, node_index](const std::string& why) mutable {
+          on_failure(node_index, why);
+        }});
+      if (box.under_way == 0 || st.failing[node])
+        send_copies(self, node);
+    } else {
+      st.settings.counters->request_sent(node);
+      auto failed = [self, on_failure,
+                     node_index](const std::string& why) mutable {
+        count_failure(self, node_index, why);
+        on_failure(node_index, why);
+      };
+      with_peer(
+        self, node,
+        [self, part = std::move(part), on_answer, node_index,
+         failed](const node_actor& gateway) mutable {
+          self
+            ->request(gateway, self->state.settings.timeout,
                       replica_atom::value, std::move(part))
-          .then(answered, errored);
-      },
-      failed);
+            .then(
+              [self, on_answer, node_index](Answer& answer) mutable {
+                self->state.failing[node_index] = false;
+                on_answer(node_index, answer);
+              },
+              [self, failed](caf::error& err) mutable {
+                failed(render_failure(self, err));
+              });
+        },
+        failed);
+    }
   }
 }
 
@@ -287,6 +409,10 @@ caf::result<ok_atom> replicate(replicas_pointer self,
                                std::vector<secret_entry> entries) {
   if (entries.empty())
     return ok_atom::value;
+  // Checked here, not only by each replica: its copies may travel with
+  // other requests' copies, which a bad entry must not fail.
+  if (auto err = check_secret_entries(entries))
+    return err;
   if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
     return std::move(*refusal);
   // A capture the client stamped keeps its stamp, so that a retry of it
@@ -473,6 +599,10 @@ caf::result<ok_atom> flush_replicas(replicas_pointer self,
           .then(answered, errored);
       continue;
     }
+    // Copies answered to their clients may still wait in the peer's
+    // outbox: they leave first, so that the flush covers them (a peer
+    // handles one sender's messages in order).
+    send_copies(self, node);
     settings.counters->request_sent(node);
     with_peer(
       self, node,

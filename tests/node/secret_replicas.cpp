@@ -57,17 +57,30 @@ behavior silent_peer(event_based_actor* self) {
 }
 
 
+/// What a `copy_gate` holds: each held copy's number of entries.
+using held_sizes_atom = atom_constant<atom("heldsizes")>;
+/// Passes a `copy_gate`'s first held copy on, holding what follows.
+using pass_first_atom = atom_constant<atom("passfirst")>;
+/// What reached a `copy_gate` ("copy N" for a copy of N entries, "flush"),
+/// once a flush did.
+using flush_seen_atom = atom_constant<atom("flushseen")>;
+
 struct copy_gate_state {
   node_actor target;
   bool open = false;
   std::vector<std::pair<response_promise, std::vector<secret_entry>>> held;
+  /// Flushes held behind the copies.
+  std::vector<response_promise> held_flushes;
+  std::vector<std::string> arrivals;
   /// A `held` waiting for a copy to be held.
   std::optional<response_promise> holding;
+  /// A `flush_seen` waiting for a flush.
+  std::optional<response_promise> flush_awaited;
 };
 
 /// A peer's gateway in front of `target` that holds the copies a
-/// coordinator sends it (`replica_atom` with entries) until `opengate`;
-/// `held` answers once one is held.
+/// coordinator sends it (`replica_atom` with entries), and the flushes
+/// behind them, until `opengate`; `held` answers once a copy is held.
 behavior copy_gate(stateful_actor<copy_gate_state>* self, node_actor target) {
   self->state.target = std::move(target);
   auto pass = [self](response_promise promise,
@@ -78,10 +91,18 @@ behavior copy_gate(stateful_actor<copy_gate_state>* self, node_actor target) {
       .then([promise](ok_atom) mutable { promise.deliver(ok_atom::value); },
             [promise](error& err) mutable { promise.deliver(std::move(err)); });
   };
+  auto pass_flush = [self](response_promise promise) mutable {
+    self
+      ->request(self->state.target, infinite, replica_atom::value,
+                flush_atom::value)
+      .then([promise](ok_atom) mutable { promise.deliver(ok_atom::value); },
+            [promise](error& err) mutable { promise.deliver(std::move(err)); });
+  };
   return {
     [self, pass](replica_atom, std::vector<secret_entry>& rows) mutable {
       auto promise = self->make_response_promise();
       auto& st = self->state;
+      st.arrivals.push_back("copy " + std::to_string(rows.size()));
       if (st.open) {
         pass(promise, std::move(rows));
         return promise;
@@ -93,11 +114,36 @@ behavior copy_gate(stateful_actor<copy_gate_state>* self, node_actor target) {
       }
       return promise;
     },
-    [self, pass](open_gate_atom) mutable {
+    [self, pass_flush](replica_atom, flush_atom) mutable {
+      auto promise = self->make_response_promise();
+      auto& st = self->state;
+      st.arrivals.push_back("flush");
+      if (st.flush_awaited) {
+        st.flush_awaited->deliver(st.arrivals);
+        st.flush_awaited.reset();
+      }
+      if (st.open)
+        pass_flush(promise);
+      else
+        st.held_flushes.push_back(promise);
+      return promise;
+    },
+    [self, pass, pass_flush](open_gate_atom) mutable {
       self->state.open = true;
       auto held = std::move(self->state.held);
       for (auto& [promise, rows] : held)
         pass(promise, std::move(rows));
+      auto flushes = std::move(self->state.held_flushes);
+      for (auto& promise : flushes)
+        pass_flush(promise);
+    },
+    [self](flush_seen_atom) -> result<std::vector<std::string>> {
+      auto& st = self->state;
+      if (std::find(st.arrivals.begin(), st.arrivals.end(), "flush")
+          != st.arrivals.end())
+        return st.arrivals;
+      st.flush_awaited = self->make_response_promise();
+      return *st.flush_awaited;
     },
     [self](held_atom) -> result<ok_atom> {
       auto& st = self->state;
@@ -105,6 +151,20 @@ behavior copy_gate(stateful_actor<copy_gate_state>* self, node_actor target) {
         return ok_atom::value;
       st.holding = self->make_response_promise();
       return *st.holding;
+    },
+    [self](held_sizes_atom) {
+      std::vector<uint64_t> sizes;
+      for (const auto& copy : self->state.held)
+        sizes.push_back(copy.second.size());
+      return sizes;
+    },
+    [self, pass](pass_first_atom) mutable {
+      auto& held = self->state.held;
+      if (held.empty())
+        return;
+      auto first = std::move(held.front());
+      held.erase(held.begin());
+      pass(first.first, std::move(first.second));
     },
   };
 }
@@ -424,6 +484,103 @@ CAF_TEST(a queue reaches every replica and is answered once a majority holds it)
   CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 1u);
   CAF_CHECK_EQUAL(counters->by_node[2].replica_requests.load(), 1u);
   anon_send_exit(coordinating, exit_reason::user_shutdown);
+}
+
+CAF_TEST(copies queued while one is under way reach a peer together in one message) {
+  // Peer 1's gate holds the first queue's copy; the next two queues are
+  // answered by nodes 0 and 2 meanwhile, and their copies for peer 1 wait
+  // for the first's answer, then leave in one message.
+  auto [coordinating, gate1, gate2] = behind_gates(two_peers_serving(map));
+  anon_send(gate2, open_gate_atom::value);
+  scoped_actor self{sys};
+  auto held_sizes = [&] {
+    std::vector<uint64_t> sizes;
+    self->request(gate1, 10s, held_sizes_atom::value)
+      .receive([&](std::vector<uint64_t>& x) { sizes = std::move(x); },
+               [](error&) { CAF_FAIL("the gate did not answer"); });
+    return sizes;
+  };
+  auto wait_held = [&] {
+    self->request(gate1, 10s, held_atom::value)
+      .receive([](ok_atom) {},
+               [](error&) { CAF_FAIL("nothing reached the gate"); });
+  };
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           make_entry("c1", 1)));
+  wait_held();
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           make_entry("c2", 2)));
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           std::vector<secret_entry>{make_entry("c3", 3),
+                                                     make_entry("c4", 4)}));
+  CAF_CHECK_EQUAL(held_sizes(), std::vector<uint64_t>{1});
+  CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 1u);
+  anon_send(gate1, pass_first_atom::value);
+  wait_held();
+  CAF_CHECK_EQUAL(held_sizes(), std::vector<uint64_t>{3});
+  CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 2u);
+  anon_send(gate1, open_gate_atom::value);
+  CAF_CHECK(ask<ok_atom>(coordinating, 10s, flush_atom::value));
+}
+
+CAF_TEST(a bad entry is refused whole and fails no other requests copies) {
+  // The coordinator checks a request before its copies join another's:
+  // refused as the buffer would, nothing of it copied, and the good
+  // request's copy that waited beside it still reaches peer 1.
+  auto [coordinating, gate1, gate2] = behind_gates(two_peers_serving(map));
+  anon_send(gate2, open_gate_atom::value);
+  scoped_actor self{sys};
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           make_entry("b1", 1)));
+  self->request(gate1, 10s, held_atom::value)
+    .receive([](ok_atom) {},
+             [](error&) { CAF_FAIL("nothing reached the gate"); });
+  auto good = self->request(coordinating, 10s, queue_atom::value,
+                            make_entry("b2", 2));
+  auto bad_entry = make_entry("b3", 3);
+  bad_entry.sender.clear();
+  auto refused = ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                              std::vector<secret_entry>{make_entry("b4", 4),
+                                                        bad_entry});
+  CAF_REQUIRE(!refused);
+  CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::invalid_secret_entry));
+  CAF_CHECK_NOT_EQUAL(sys.render(refused.error()).find("(entry 1)"),
+                      std::string::npos);
+  good.receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  anon_send(gate1, open_gate_atom::value);
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, flush_atom::value));
+  // Passed on after every copy the gate passed: node 1 holds them.
+  self->request(gate1, 10s, replica_atom::value, flush_atom::value)
+    .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
+  CAF_CHECK(held_by(1, key_of("b2")).found);
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK(!held_by(i, key_of("b4")).found);
+}
+
+CAF_TEST(a flush reaches a peer after the copies waiting for it there) {
+  // The second queue is answered by nodes 0 and 2 while its copy for peer
+  // 1 waits behind the first; a flush must make it durable on a majority,
+  // which may be nodes 0 and 1: the copy leaves for peer 1 before the flush.
+  auto [coordinating, gate1, gate2] = behind_gates(two_peers_serving(map));
+  anon_send(gate2, open_gate_atom::value);
+  scoped_actor self{sys};
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           make_entry("f1", 1)));
+  self->request(gate1, 10s, held_atom::value)
+    .receive([](ok_atom) {},
+             [](error&) { CAF_FAIL("nothing reached the gate"); });
+  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
+                           make_entry("f2", 2)));
+  auto flushed = self->request(coordinating, 10s, flush_atom::value);
+  std::vector<std::string> arrivals;
+  self->request(gate1, 10s, flush_seen_atom::value)
+    .receive([&](std::vector<std::string>& x) { arrivals = std::move(x); },
+             [](error&) { CAF_FAIL("no flush reached the gate"); });
+  CAF_CHECK_EQUAL(arrivals,
+                  (std::vector<std::string>{"copy 1", "copy 1", "flush"}));
+  anon_send(gate1, open_gate_atom::value);
+  flushed.receive([](ok_atom) {},
+                  [&](error& err) { CAF_FAIL(sys.render(err)); });
 }
 
 CAF_TEST(a silent replica holds up no answer a majority gives) {
