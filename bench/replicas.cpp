@@ -8,7 +8,9 @@
 //   hold it.
 // Durable rows per second until the flush answered, the `queue` p99, and CPU
 // per row of every process involved (the client and the nodes; the client's
-// share apart, as the cluster client routes what one node would not). Three
+// share apart, as the cluster client routes what one node would not), and
+// the requests the nodes sent each other per 1,000 rows (their stats'
+// `replica_requests`: a coordinator's copies, many queues' in one). Three
 // replicas on one 2-core machine triple the writes: the targets are
 // replicated_vs_single >= 0.3 and cpu_per_row_vs_single <= 3.5. Then, on
 // the same nodes, persists of `sessions` sessions (bench/persist_load.hpp),
@@ -81,6 +83,10 @@ struct measurement {
   double persists_per_s = 0;
   double persist_p99_ms = 0;
   double persist_cpu_seconds = 0;
+  /// Requests the nodes sent each other during the secrets leg (a
+  /// coordinator's copies; the replicated leg only), as their stats count
+  /// them.
+  uint64_t peer_requests = 0;
 };
 
 /// The persist leg against `target`, its CPU as `cpu()` counts it.
@@ -120,20 +126,34 @@ measurement measure_single(caf::actor_system& sys, const bench_config& cfg) {
   return result;
 }
 
-/// Waits until the node at `port` caught up from its peers: a fresh node
-/// does once, and refuses reads and writes of sessions until it has.
-void await_caught_up(caf::actor_system& sys, uint16_t port) {
+node_stats stats_of(caf::actor_system& sys, uint16_t port) {
   auto gateway = connect_node(sys, "127.0.0.1", port, std::chrono::seconds{10});
   if (!gateway)
     fail(unreachable_sentence(sys, gateway.error()));
+  caf::scoped_actor self{sys};
+  node_stats result;
+  self->request(*gateway, std::chrono::seconds{10}, stats_atom::value)
+    .receive([&](node_stats& stats) { result = std::move(stats); },
+             [&](const caf::error& err) { fail(sys.render(err)); });
+  return result;
+}
+
+/// The replica requests every node at `ports` sent its peers so far.
+uint64_t peer_requests_of(caf::actor_system& sys,
+                          const std::vector<uint16_t>& ports) {
+  uint64_t total = 0;
+  for (auto port : ports)
+    total += stats_of(sys, port).replica_requests;
+  return total;
+}
+
+/// Waits until the node at `port` caught up from its peers: a fresh node
+/// does once, and refuses reads and writes of sessions until it has.
+void await_caught_up(caf::actor_system& sys, uint16_t port) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
   caf::scoped_actor self{sys};
   for (;;) {
-    uint64_t catching_up = 1;
-    self->request(*gateway, std::chrono::seconds{10}, stats_atom::value)
-      .receive([&](const node_stats& stats) { catching_up = stats.catching_up; },
-               [&](const caf::error& err) { fail(sys.render(err)); });
-    if (catching_up == 0)
+    if (stats_of(sys, port).catching_up == 0)
       return;
     if (std::chrono::steady_clock::now() > deadline)
       fail("the node on port " + std::to_string(port)
@@ -174,12 +194,14 @@ measurement measure_replicated(caf::actor_system& sys,
       total += node->cpu_seconds();
     return total;
   };
+  auto requests_before = peer_requests_of(sys, ports);
   auto client_before = bench::own_cpu_seconds();
   auto cpu_before = cpu_of_all();
   auto load = bench::drive_load(sys, "replicas",
                                 caf::actor_cast<caf::actor>(client),
                                 cfg.entries, cfg.batch, cfg.window);
   measurement result;
+  result.peer_requests = peer_requests_of(sys, ports) - requests_before;
   result.rows_per_s = load.rows_per_s;
   result.queue_p99_ms = load.queue_p99_ms;
   result.client_cpu_seconds = bench::own_cpu_seconds() - client_before;
@@ -270,6 +292,9 @@ int main(int argc, char** argv) {
     {"single_client_cpu_us_per_row", round2(client_cpu_us_per_row(cfg, one))},
     {"replicated_client_cpu_us_per_row",
      round2(client_cpu_us_per_row(cfg, three))},
+    {"replicated_peer_requests_per_1000_rows",
+     round2(static_cast<double>(three.peer_requests) * 1000.0
+            / static_cast<double>(cfg.entries))},
     {"sessions", cfg.sessions},
     {"persists", cfg.persists},
     {"persist_window", cfg.persist_window},
