@@ -246,6 +246,10 @@ int main(int argc, char** argv) {
   if (cfg.cli_helptext_printed)
     return EXIT_SUCCESS;
   cfg.check("replicas");
+  // The persist leg never ends without a session or a persist to wait for.
+  if (cfg.sessions == 0 || cfg.persists == 0 || cfg.persist_window == 0)
+    fail("--bench.sessions, --bench.persists and --bench.persist-window "
+         "must be positive");
   caf::actor_system sys{cfg};
   std::vector<measurement> single;
   std::vector<measurement> replicated;
