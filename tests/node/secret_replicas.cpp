@@ -463,6 +463,26 @@ struct fixture {
               actor_cast<node_actor>(result.gate2));
     return result;
   }
+
+  /// Waits until `gate` holds a copy.
+  void wait_held(const actor& gate) {
+    scoped_actor self{sys};
+    self->request(gate, 10s, held_atom::value)
+      .receive([](ok_atom) {},
+               [](error&) { CAF_FAIL("nothing reached the gate"); });
+  }
+
+  /// `behind_gates` with the second peer's gate open and a queue of
+  /// `msg_id` answered, its copy held at the first peer's gate: the copies
+  /// of the queues that follow wait behind it there.
+  gated_coordinator with_a_copy_held(const std::string& msg_id) {
+    auto gated = behind_gates(two_peers_serving(map));
+    anon_send(gated.gate2, open_gate_atom::value);
+    CAF_REQUIRE(ask<ok_atom>(gated.coordinator, 10s, queue_atom::value,
+                             make_entry(msg_id, 1)));
+    wait_held(gated.gate1);
+    return gated;
+  }
 };
 
 } // namespace
@@ -490,8 +510,7 @@ CAF_TEST(copies queued while one is under way reach a peer together in one messa
   // Peer 1's gate holds the first queue's copy; the next two queues are
   // answered by nodes 0 and 2 meanwhile, and their copies for peer 1 wait
   // for the first's answer, then leave in one message.
-  auto [coordinating, gate1, gate2] = behind_gates(two_peers_serving(map));
-  anon_send(gate2, open_gate_atom::value);
+  auto [coordinating, gate1, gate2] = with_a_copy_held("c1");
   scoped_actor self{sys};
   auto held_sizes = [&] {
     std::vector<uint64_t> sizes;
@@ -500,14 +519,6 @@ CAF_TEST(copies queued while one is under way reach a peer together in one messa
                [](error&) { CAF_FAIL("the gate did not answer"); });
     return sizes;
   };
-  auto wait_held = [&] {
-    self->request(gate1, 10s, held_atom::value)
-      .receive([](ok_atom) {},
-               [](error&) { CAF_FAIL("nothing reached the gate"); });
-  };
-  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
-                           make_entry("c1", 1)));
-  wait_held();
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
                            make_entry("c2", 2)));
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
@@ -516,7 +527,7 @@ CAF_TEST(copies queued while one is under way reach a peer together in one messa
   CAF_CHECK_EQUAL(held_sizes(), std::vector<uint64_t>{1});
   CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 1u);
   anon_send(gate1, pass_first_atom::value);
-  wait_held();
+  wait_held(gate1);
   CAF_CHECK_EQUAL(held_sizes(), std::vector<uint64_t>{3});
   CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 2u);
   anon_send(gate1, open_gate_atom::value);
@@ -527,14 +538,8 @@ CAF_TEST(a bad entry is refused whole and fails no other requests copies) {
   // The coordinator checks a request before its copies join another's:
   // refused as the buffer would, nothing of it copied, and the good
   // request's copy that waited beside it still reaches peer 1.
-  auto [coordinating, gate1, gate2] = behind_gates(two_peers_serving(map));
-  anon_send(gate2, open_gate_atom::value);
+  auto [coordinating, gate1, gate2] = with_a_copy_held("b1");
   scoped_actor self{sys};
-  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
-                           make_entry("b1", 1)));
-  self->request(gate1, 10s, held_atom::value)
-    .receive([](ok_atom) {},
-             [](error&) { CAF_FAIL("nothing reached the gate"); });
   auto good = self->request(coordinating, 10s, queue_atom::value,
                             make_entry("b2", 2));
   auto bad_entry = make_entry("b3", 3);
@@ -561,14 +566,8 @@ CAF_TEST(a flush reaches a peer after the copies waiting for it there) {
   // The second queue is answered by nodes 0 and 2 while its copy for peer
   // 1 waits behind the first; a flush must make it durable on a majority,
   // which may be nodes 0 and 1: the copy leaves for peer 1 before the flush.
-  auto [coordinating, gate1, gate2] = behind_gates(two_peers_serving(map));
-  anon_send(gate2, open_gate_atom::value);
+  auto [coordinating, gate1, gate2] = with_a_copy_held("f1");
   scoped_actor self{sys};
-  CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
-                           make_entry("f1", 1)));
-  self->request(gate1, 10s, held_atom::value)
-    .receive([](ok_atom) {},
-             [](error&) { CAF_FAIL("nothing reached the gate"); });
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
                            make_entry("f2", 2)));
   auto flushed = self->request(coordinating, 10s, flush_atom::value);
