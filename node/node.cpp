@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -17,6 +16,7 @@
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/node/build_info.hpp>
 #include <coalesce/node/cluster_list.hpp>
+#include <coalesce/node/list_check.hpp>
 #include <coalesce/node/metrics.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/secret_buffer_service.hpp>
@@ -54,47 +54,6 @@ caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
       self->delayed_send(self, interval, caf::tick_atom::value);
     },
   };
-}
-
-/// The nodes of `list` other than `self_index` that answered no ping
-/// (`stats`) before `limit` ran out, each with its last reason; a node that
-/// fails is asked again every `retry` until then, so that one restarting
-/// at the moment delays the check rather than failing it.
-std::vector<std::string> unanswering_nodes(caf::actor_system& sys,
-                                           const cluster_map& list,
-                                           std::size_t self_index,
-                                           caf::timespan peer_timeout,
-                                           caf::timespan retry,
-                                           caf::timespan limit) {
-  std::vector<std::string> missing;
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    if (i == self_index)
-      continue;
-    const auto& node = list.nodes()[i];
-    for (;;) {
-      std::string why;
-      auto gateway = connect_node(sys, node.host, node.port, peer_timeout);
-      if (gateway) {
-        caf::scoped_actor self{sys};
-        self->request(*gateway, peer_timeout, stats_atom::value)
-          .receive([](node_stats&) {},
-                   [&](caf::error& err) {
-                     why = "did not answer a ping: " + sys.render(err);
-                   });
-        if (why.empty())
-          break;
-      } else {
-        why = unreachable_sentence(sys, gateway.error());
-      }
-      if (std::chrono::steady_clock::now() + retry >= deadline) {
-        missing.push_back(node.text() + " (" + why + ")");
-        break;
-      }
-      std::this_thread::sleep_for(retry);
-    }
-  }
-  return missing;
 }
 
 /// The list this node serves under: its configured one, against the one it

@@ -1,12 +1,6 @@
 #define CAF_SUITE node.peer_watch
 #include <caf/test/unit_test.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -20,8 +14,10 @@
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/messages/secret_buffer_stats.hpp>
+#include <coalesce/node/list_check.hpp>
 #include <coalesce/node/peer_watch.hpp>
 
+#include "silent_port.hpp"
 #include "test_config.hpp"
 
 using namespace coalesce;
@@ -30,48 +26,6 @@ using namespace std::chrono_literals;
 namespace {
 
 using clock_type = serving_lists::clock;
-
-/// A TCP port that accepts connections (the kernel completes them) and
-/// never says a word: a peer whose process hangs. A dial to it ends only by
-/// its timeout, so the test can move the clock while the ask is open.
-class silent_port {
-public:
-  silent_port() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    CAF_REQUIRE(fd_ >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CAF_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address),
-                       sizeof(address))
-                == 0);
-    CAF_REQUIRE(::listen(fd_, 16) == 0);
-    socklen_t size = sizeof(address);
-    CAF_REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address),
-                              &size)
-                == 0);
-    port_ = ntohs(address.sin_port);
-  }
-
-  ~silent_port() {
-    ::close(fd_);
-  }
-
-  uint16_t port() const {
-    return port_;
-  }
-
-  /// Whether a connection waits to be accepted within `limit`: the dial
-  /// reached the socket, so its ask was made.
-  bool dialed_within(std::chrono::milliseconds limit) const {
-    pollfd waiting{fd_, POLLIN, 0};
-    return ::poll(&waiting, 1, static_cast<int>(limit.count())) == 1;
-  }
-
-private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
 
 struct io_config : coalesce::test::test_config {
   io_config() {
@@ -94,16 +48,22 @@ bool within(std::chrono::milliseconds limit,
 
 using release_atom = caf::atom_constant<caf::atom("release")>;
 
-/// A peer's secret buffer that holds every stats request until released:
-/// its gateway answers a ping only then, so the test moves the clock while
-/// the ping is open. `asked` counts the requests it holds.
+/// A peer's secret buffer that holds every stats request until released
+/// (unless `holding` is false: then it answers at once): its gateway
+/// answers a ping only then, so the test moves the clock while the ping is
+/// open. `asked` counts the requests it holds.
 caf::behavior held_stats(caf::event_based_actor* self,
-                         std::shared_ptr<std::atomic<int>> asked) {
+                         std::shared_ptr<std::atomic<int>> asked,
+                         bool holding) {
   auto held = std::make_shared<std::vector<caf::response_promise>>();
   return {
-    [self, held, asked](stats_atom) {
-      held->push_back(self->make_response_promise());
+    [self, held, asked, holding](stats_atom) {
+      auto promise = self->make_response_promise();
       ++*asked;
+      if (holding)
+        held->push_back(promise);
+      else
+        promise.deliver(secret_buffer_stats{});
     },
     [held](release_atom) {
       for (auto& promise : *held)
@@ -120,11 +80,12 @@ struct held_peer {
   caf::actor_system sys{cfg};
   std::shared_ptr<std::atomic<int>> asked
     = std::make_shared<std::atomic<int>>(0);
-  caf::actor buffer = sys.spawn(held_stats, asked);
+  caf::actor buffer;
   node_actor gateway;
   uint16_t port = 0;
 
-  held_peer() {
+  explicit held_peer(bool holding = true)
+    : buffer(sys.spawn(held_stats, asked, holding)) {
     service_handles handles;
     handles.secret_buffer = caf::actor_cast<decltype(handles.secret_buffer)>(
       buffer);
@@ -148,7 +109,7 @@ struct held_peer {
 struct fixture {
   io_config cfg;
   caf::actor_system sys{cfg};
-  silent_port peer;
+  coalesce::test::silent_port peer;
   /// The view's clock, which the test moves (nanoseconds since the epoch
   /// of the steady clock).
   std::shared_ptr<std::atomic<clock_type::rep>> at
@@ -213,6 +174,39 @@ CAF_TEST(a pings answer counts as heard when the ping was sent) {
   CAF_REQUIRE(within(20s, [&] { return answering.asked->load() == 2; }));
   answering.release();
   CAF_CHECK(within(10s, [&] { return !lists->stale(); }));
+}
+
+// A node changing its list asks every other node of the new list before
+// it stores it (operating.md, "Changing the list"): the check's "within
+// LIMIT" holds however many nodes hang, and a hung node costs no other its
+// ask. Asked one after the other, each hung node would take a whole peer
+// timeout (3 s) past the limit.
+CAF_TEST(a list check asks every node at once and ends within its limit) {
+  held_peer answering{false};
+  coalesce::test::silent_port hung[3];
+  uint16_t closed = 0;
+  {
+    coalesce::test::silent_port gone;
+    closed = gone.port();
+  }
+  std::vector<std::string> nodes{"127.0.0.1:1"};
+  for (const auto& port : hung)
+    nodes.push_back("127.0.0.1:" + std::to_string(port.port()));
+  nodes.push_back("127.0.0.1:" + std::to_string(answering.port));
+  nodes.push_back("127.0.0.1:" + std::to_string(closed));
+  cluster_map list;
+  CAF_REQUIRE(!cluster_map::parse(nodes, "cluster", list));
+  auto started = std::chrono::steady_clock::now();
+  auto missing = unanswering_nodes(sys, list, 0, 3s, 300ms, 1s);
+  auto took = std::chrono::steady_clock::now() - started;
+  CAF_MESSAGE("took " << caf::deep_to_string(
+                std::chrono::duration_cast<caf::timespan>(took)));
+  CAF_CHECK_LESS(took, 2500ms);
+  CAF_REQUIRE_EQUAL(missing.size(), 4u);
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK_EQUAL(missing[i].rfind(nodes[i + 1] + " (", 0), 0u);
+  CAF_CHECK_EQUAL(missing[3].rfind(nodes[5] + " (", 0), 0u);
+  CAF_CHECK_GREATER_OR_EQUAL(answering.asked->load(), 1);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
