@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <optional>
 #include <memory>
@@ -32,7 +33,9 @@ namespace {
 /// once it is answered, so that the copies of many requests cross the
 /// network in one message (as sessions' writes do:
 /// replica_calls::peer_batches). A peer that is failing gets each part at
-/// once, so that no part waits for a silent peer's timeout before its own.
+/// once, so that no part waits for a silent peer's timeout before its own;
+/// while the lists change, each part leaves at once in a message of its
+/// own (`lists_changing`).
 struct copy_outbox {
   struct part {
     std::vector<secret_entry> entries;
@@ -222,17 +225,43 @@ copy_outbox& outbox_of(replicas_pointer self, std::size_t node) {
   return boxes[node];
 }
 
-/// Sends peer `node` every part waiting in its outbox (up to
-/// `max_copies_per_message` entries) in one message.
+/// Whether peers serve under another list than this node's: a peer may
+/// then refuse a chat it does not replicate under its own list
+/// (`not_replica`), and a refusal fails the whole message it came in.
+bool lists_changing(replicas_pointer self) {
+  auto view = replica_calls::lists_in_use(self);
+  return view && !view->others.empty();
+}
+
+void send_message(replicas_pointer self, std::size_t node,
+                  std::size_t max_parts);
+
+/// Sends peer `node` what waits in its outbox: in one message (up to
+/// `max_copies_per_message` entries), or while the lists change each part
+/// in its own, so that a refusal fails only the request it concerns.
 void send_copies(replicas_pointer self, std::size_t node) {
+  if (!lists_changing(self)) {
+    send_message(self, node, std::numeric_limits<std::size_t>::max());
+    return;
+  }
+  while (!outbox_of(self, node).waiting.empty())
+    send_message(self, node, 1);
+}
+
+/// Sends peer `node` up to `max_parts` of the parts waiting in its outbox
+/// (up to `max_copies_per_message` entries, one part at least) in one
+/// message.
+void send_message(replicas_pointer self, std::size_t node,
+                  std::size_t max_parts) {
   auto& box = outbox_of(self, node);
   if (box.waiting.empty())
     return;
   std::vector<secret_entry> entries;
+  entries.reserve(box.waiting.front().entries.size());
   auto parts = std::make_shared<std::vector<copy_outbox::part>>();
   auto due = box.waiting.front().due;
   std::size_t taken = 0;
-  for (; taken < box.waiting.size(); ++taken) {
+  for (; taken < box.waiting.size() && taken < max_parts; ++taken) {
     auto& part = box.waiting[taken];
     if (taken > 0
         && entries.size() + part.entries.size() > max_copies_per_message)
@@ -293,6 +322,7 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
                  const std::vector<T>& items, OnAnswer on_answer,
                  OnFailure on_failure) {
   const auto& st = self->state;
+  auto changing = lists_changing(self);
   for (const auto& [node, positions] : plan.positions) {
     std::vector<T> part;
     part.reserve(positions.size());
@@ -329,7 +359,7 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
         [on_failure, node_index](const std::string& why) mutable {
           on_failure(node_index, why);
         }});
-      if (box.under_way == 0 || st.failing[node])
+      if (box.under_way == 0 || st.failing[node] || changing)
         send_copies(self, node);
     } else {
       st.settings.counters->request_sent(node);

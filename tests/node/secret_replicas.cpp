@@ -464,6 +464,16 @@ struct fixture {
     return result;
   }
 
+  /// Each copy `gate` holds: its number of entries.
+  std::vector<uint64_t> held_sizes(const actor& gate) {
+    scoped_actor self{sys};
+    std::vector<uint64_t> sizes;
+    self->request(gate, 10s, held_sizes_atom::value)
+      .receive([&](std::vector<uint64_t>& x) { sizes = std::move(x); },
+               [](error&) { CAF_FAIL("the gate did not answer"); });
+    return sizes;
+  }
+
   /// Waits until `gate` holds a copy.
   void wait_held(const actor& gate) {
     scoped_actor self{sys};
@@ -472,16 +482,34 @@ struct fixture {
                [](error&) { CAF_FAIL("nothing reached the gate"); });
   }
 
-  /// `behind_gates` with the second peer's gate open and a queue of
-  /// `msg_id` answered, its copy held at the first peer's gate: the copies
-  /// of the queues that follow wait behind it there.
-  gated_coordinator with_a_copy_held(const std::string& msg_id) {
-    auto gated = behind_gates(two_peers_serving(map));
+  /// `behind_gates` under `lists` (every peer serving `map` unless
+  /// given) with the second peer's gate open and a queue of `first`
+  /// answered, its copy held at the first peer's gate: the copies of the
+  /// queues that follow wait behind it there.
+  gated_coordinator
+  with_a_copy_held(const secret_entry& first,
+                   std::shared_ptr<serving_lists> lists = nullptr) {
+    auto gated = behind_gates(lists ? lists : two_peers_serving(map));
     anon_send(gated.gate2, open_gate_atom::value);
     CAF_REQUIRE(ask<ok_atom>(gated.coordinator, 10s, queue_atom::value,
-                             make_entry(msg_id, 1)));
+                             first));
     wait_held(gated.gate1);
     return gated;
+  }
+
+  /// Queues each of `entries`, one request each, every one answered ok.
+  void queue_each(const secret_replicas_actor& coordinator,
+                  const std::vector<secret_entry>& entries) {
+    for (const auto& entry : entries)
+      CAF_REQUIRE(ask<ok_atom>(coordinator, 10s, queue_atom::value, entry));
+  }
+
+  /// An entry of a chat whose replicas are nodes 0 to 2 under `map` and
+  /// under `grown` alike (none on the fourth node).
+  secret_entry moving_entry(const std::string& msg_id, uint8_t fill) {
+    auto result = make_entry(msg_id, fill);
+    result.chat = key_not_on(grown, 3, key_kind::chat, "moving-");
+    return result;
   }
 };
 
@@ -510,35 +538,52 @@ CAF_TEST(copies queued while one is under way reach a peer together in one messa
   // Peer 1's gate holds the first queue's copy; the next two queues are
   // answered by nodes 0 and 2 meanwhile, and their copies for peer 1 wait
   // for the first's answer, then leave in one message.
-  auto [coordinating, gate1, gate2] = with_a_copy_held("c1");
-  scoped_actor self{sys};
-  auto held_sizes = [&] {
-    std::vector<uint64_t> sizes;
-    self->request(gate1, 10s, held_sizes_atom::value)
-      .receive([&](std::vector<uint64_t>& x) { sizes = std::move(x); },
-               [](error&) { CAF_FAIL("the gate did not answer"); });
-    return sizes;
-  };
+  auto [coordinating, gate1, gate2] = with_a_copy_held(make_entry("c1", 1));
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
                            make_entry("c2", 2)));
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
                            std::vector<secret_entry>{make_entry("c3", 3),
                                                      make_entry("c4", 4)}));
-  CAF_CHECK_EQUAL(held_sizes(), std::vector<uint64_t>{1});
+  CAF_CHECK_EQUAL(held_sizes(gate1), std::vector<uint64_t>{1});
   CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 1u);
   anon_send(gate1, pass_first_atom::value);
   wait_held(gate1);
-  CAF_CHECK_EQUAL(held_sizes(), std::vector<uint64_t>{3});
+  CAF_CHECK_EQUAL(held_sizes(gate1), std::vector<uint64_t>{3});
   CAF_CHECK_EQUAL(counters->by_node[1].replica_requests.load(), 2u);
   anon_send(gate1, open_gate_atom::value);
   CAF_CHECK(ask<ok_atom>(coordinating, 10s, flush_atom::value));
+}
+
+CAF_TEST(while the lists change each copy leaves at once alone) {
+  // A peer under the other list refuses a chat it does not replicate
+  // there, and a refusal fails the whole message: copies travel together
+  // only while every peer serves this node's list.
+  auto lists = two_peers_serving(map);
+  lists->peer_serves(0, nodes_of(grown), true);
+  auto [coordinating, gate1, gate2] = with_a_copy_held(moving_entry("w1", 1),
+                                                       lists);
+  queue_each(coordinating, {moving_entry("w2", 2), moving_entry("w3", 3)});
+  CAF_CHECK_EQUAL(held_sizes(gate1), (std::vector<uint64_t>{1, 1, 1}));
+  anon_send(gate1, open_gate_atom::value);
+}
+
+CAF_TEST(copies that waited for a peer leave alone once the lists change) {
+  auto lists = two_peers_serving(map);
+  auto [coordinating, gate1, gate2] = with_a_copy_held(moving_entry("v1", 1),
+                                                       lists);
+  queue_each(coordinating, {moving_entry("v2", 2), moving_entry("v3", 3)});
+  lists->peer_serves(0, nodes_of(grown), true);
+  anon_send(gate1, pass_first_atom::value);
+  wait_held(gate1);
+  CAF_CHECK_EQUAL(held_sizes(gate1), (std::vector<uint64_t>{1, 1}));
+  anon_send(gate1, open_gate_atom::value);
 }
 
 CAF_TEST(a bad entry is refused whole and fails no other requests copies) {
   // The coordinator checks a request before its copies join another's:
   // refused as the buffer would, nothing of it copied, and the good
   // request's copy that waited beside it still reaches peer 1.
-  auto [coordinating, gate1, gate2] = with_a_copy_held("b1");
+  auto [coordinating, gate1, gate2] = with_a_copy_held(make_entry("b1", 1));
   scoped_actor self{sys};
   auto good = self->request(coordinating, 10s, queue_atom::value,
                             make_entry("b2", 2));
@@ -566,7 +611,7 @@ CAF_TEST(a flush reaches a peer after the copies waiting for it there) {
   // The second queue is answered by nodes 0 and 2 while its copy for peer
   // 1 waits behind the first; a flush must make it durable on a majority,
   // which may be nodes 0 and 1: the copy leaves for peer 1 before the flush.
-  auto [coordinating, gate1, gate2] = with_a_copy_held("f1");
+  auto [coordinating, gate1, gate2] = with_a_copy_held(make_entry("f1", 1));
   scoped_actor self{sys};
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, queue_atom::value,
                            make_entry("f2", 2)));
