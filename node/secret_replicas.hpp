@@ -23,8 +23,11 @@
 /// `replicas` nodes by rendezvous order, this node among them; the gateway
 /// refuses a chat it does not replicate).
 ///
-/// - `queue` sends each replica its part at once (this node's buffer one of
-///   them) and is answered `ok` once a majority of every chat's replicas
+/// - `queue` refuses a bad entry whole (`errc::invalid_secret_entry`), then
+///   sends each replica its part (this node's buffer one of them; a peer
+///   gets one message at a time, the parts of the queues that wait
+///   meanwhile together, each alone while the lists change) and is
+///   answered `ok` once a majority of every chat's replicas
 ///   hold its entries in memory: each replica's buffer writes them behind
 ///   into its own RocksDB, so a crash of any one node loses no answered
 ///   secret, with no fsync on the path. A replica that does not answer
@@ -46,7 +49,8 @@
 ///   answered `errc::catching_up`. It still takes copies.
 /// - `flush` flushes every node of the cluster and is answered `ok` once
 ///   all but at most ⌊(r-1)/2⌋ of them (r = `replicas`) made durable what
-///   they held when it reached them: every chat then has a majority of
+///   they held when it reached them (a peer's copies that wait for it
+///   leave before the flush): every chat then has a majority of
 ///   replicas that flushed, and everything queued before the flush that a
 ///   majority acknowledged is durable on at least one of them, on a
 ///   majority when every replica received its copy (catch-up and the
