@@ -55,6 +55,8 @@ constexpr std::size_t max_copies_per_message = 4096;
 
 struct secret_replicas_state {
   static inline const char* name = "secret_replicas";
+  /// What the shared coordinator calls (replica_calls.hpp) name in logs.
+  static inline const char* kind = "secrets";
   secret_buffer_actor local;
   secret_replica_settings settings;
   /// Each peer's gateway by its index in the cluster list; null while the
@@ -78,6 +80,9 @@ static_assert(cluster_map::node_id_limit == capture_clock::client_source,
 
 using replicas_pointer
   = secret_replicas_actor::stateful_pointer<secret_replicas_state>;
+
+using replica_calls::count_failure;
+using replica_calls::render_failure;
 
 /// Which nodes hold which items of a batch: `positions[node]` are the
 /// items node `node` replicates; each group is the replicas of one chat
@@ -183,13 +188,6 @@ caf::error no_quorum(const quorum& q) {
   return make_error(errc::no_quorum, "failed replicas: " + q.failures());
 }
 
-std::string render_failure(replicas_pointer self, const caf::error& err) {
-  if (err == caf::sec::request_timeout)
-    return "did not answer within "
-           + caf::deep_to_string(self->state.settings.timeout);
-  return "failed: " + self->system().render(err);
-}
-
 /// Runs `then(gateway)` with peer `node`'s gateway, connecting first when
 /// none is known (the peer watch dropped it, or never had it): CAF's
 /// middleman actor answers at once for a node it is connected to.
@@ -200,22 +198,6 @@ void with_peer(replicas_pointer self, std::size_t node, Then then,
   with_peer_gateway(self, self->state.peers, node, where.host, where.port,
                     self->state.settings.timeout, std::move(then),
                     std::move(failed));
-}
-
-/// Counts a failed request to peer `node` and logs it when the peer
-/// starts failing.
-void count_failure(replicas_pointer self, std::size_t node,
-                   const std::string& why) {
-  auto& st = self->state;
-  st.settings.counters->request_failed(node);
-  // No peer watch follows a node of another list: connect again.
-  if (node >= st.settings.map.size())
-    st.peers[node] = nullptr;
-  if (!st.failing[node]) {
-    st.failing[node] = true;
-    spdlog::warn("secrets: replica {} failed a request: {}",
-                 replica_calls::node_text(self, node), why);
-  }
 }
 
 copy_outbox& outbox_of(replicas_pointer self, std::size_t node) {
