@@ -14,6 +14,9 @@
 //   per step: the steps it ran over the persists answered (every message of
 //   the clients, the persister, its writers and its I/O actors, answers and
 //   retirements included);
+// - straight to an I/O actor: the same clients writing straight to one
+//   I/O actor (no persister, no writers), time-boxed: the floor under any
+//   design whose writes go through an I/O actor (`vs_straight_to_io`);
 // - limit: the same session writes from one thread straight into RocksDB in
 //   groups of 64 without fsync, the CPU ceiling of WAL and memtable for this
 //   payload, which no design on this machine exceeds (`vs_limit`).
@@ -41,6 +44,8 @@
 #include <coalesce/messages/registration.hpp>
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/session_store.hpp>
+
+#include <coalesce/actors/session_io_worker.hpp>
 
 #include "fresh_db.hpp"
 
@@ -159,10 +164,44 @@ struct client_stop {
   uint64_t persists = std::numeric_limits<uint64_t>::max();
 };
 
-caf::behavior client(caf::event_based_actor* self,
-                     session_persister_actor persister,
-                     std::shared_ptr<std::vector<session_handle_actor>> handles,
-                     client_stop stop, uint64_t seed,
+/// How a client sends one persist of session `i` carrying `row`; `done`
+/// gets its outcome.
+using send_persist = std::function<void(
+  caf::event_based_actor* self, std::size_t i, session_update row,
+  std::function<void(caf::error)> done)>;
+
+/// Through the persister, with the session's snapshot, as a session actor
+/// sends it.
+send_persist through_persister(
+  session_persister_actor persister,
+  std::shared_ptr<std::vector<session_handle_actor>> handles) {
+  return [=](caf::event_based_actor* self, std::size_t i, session_update row,
+             std::function<void(caf::error)> done) {
+    self
+      ->request(persister, caf::infinite, persist_atom::value, session_name(i),
+                (*handles)[i], session_snapshot{std::string(blob_size, 'b')},
+                std::vector<session_update>{std::move(row)},
+                std::vector<std::string>{})
+      .then([done](ok_atom) { done(caf::none); },
+            [done](caf::error& err) { done(std::move(err)); });
+  };
+}
+
+/// Straight to an I/O actor, as a writer sends a write: no persister, no
+/// writer.
+send_persist straight_to(session_io_actor io) {
+  return [=](caf::event_based_actor* self, std::size_t i, session_update row,
+             std::function<void(caf::error)> done) {
+    storage::session_write write{session_name(i), std::string(blob_size, 'b'),
+                                 {std::move(row)}, {}, 0, true};
+    self->request(io, caf::infinite, write_atom::value, std::move(write))
+      .then([done](ok_atom) { done(caf::none); },
+            [done](caf::error& err) { done(std::move(err)); });
+  };
+}
+
+caf::behavior client(caf::event_based_actor* self, send_persist send,
+                     std::size_t sessions, client_stop stop, uint64_t seed,
                      std::shared_ptr<client_result> result) {
   auto rng = std::make_shared<std::mt19937_64>(seed);
   auto next = std::make_shared<std::function<void()>>();
@@ -173,31 +212,69 @@ caf::behavior client(caf::event_based_actor* self,
       self->quit();
       return;
     }
-    auto i = (*rng)() % handles->size();
+    auto i = (*rng)() % sessions;
     auto sent = clock_type::now();
     auto row = new_row(seed * 1'000'000'000 + result->latencies_ms.size()
                        + result->failures);
-    self
-      ->request(persister, caf::infinite, persist_atom::value,
-                session_name(i), (*handles)[i],
-                session_snapshot{std::string(blob_size, 'b')},
-                std::vector<session_update>{std::move(row)},
-                std::vector<std::string>{})
-      .then(
-        [=](ok_atom) {
-          result->latencies_ms.push_back(
-            std::chrono::duration<double, std::milli>(clock_type::now() - sent)
-              .count());
-          (*next)();
-        },
-        [=](caf::error& err) {
-          if (result->failures++ == 0)
-            std::cerr << "persist failed: " << to_string(err) << '\n';
-          (*next)();
-        });
+    send(self, i, std::move(row), [=](caf::error err) {
+      if (!err)
+        result->latencies_ms.push_back(
+          std::chrono::duration<double, std::milli>(clock_type::now() - sent)
+            .count());
+      else if (result->failures++ == 0)
+        std::cerr << "persist failed: " << to_string(err) << '\n';
+      (*next)();
+    });
   };
   (*next)();
   return {[](caf::unit_t) {}};
+}
+
+/// Runs C clients sending with `send` until the time box ends; returns the
+/// answered persists' latencies and the seconds it took.
+std::pair<std::vector<double>, double>
+run_clients(caf::actor_system& sys, const bench_config& cfg,
+            const send_persist& send) {
+  std::vector<std::shared_ptr<client_result>> results;
+  std::vector<caf::actor> clients;
+  auto start = clock_type::now();
+  auto deadline = start
+                  + std::chrono::duration_cast<clock_type::duration>(
+                    std::chrono::duration<double>(cfg.seconds));
+  for (std::size_t i = 0; i < cfg.clients; ++i) {
+    results.push_back(std::make_shared<client_result>());
+    clients.push_back(sys.spawn(client, send, cfg.sessions,
+                                client_stop{deadline}, i + 1,
+                                results.back()));
+  }
+  caf::scoped_actor self{sys};
+  self->wait_for(clients);
+  auto elapsed = seconds_since(start);
+  std::vector<double> latencies;
+  uint64_t failures = 0;
+  for (auto& x : results) {
+    latencies.insert(latencies.end(), x->latencies_ms.begin(),
+                     x->latencies_ms.end());
+    failures += x->failures;
+  }
+  if (failures > 0)
+    std::cerr << failures << " persists failed\n";
+  return {std::move(latencies), elapsed};
+}
+
+/// The floor under any design whose writes go through an I/O actor: the
+/// same clients writing straight to one, each write one message there and
+/// its answer back. What lies between it and `limit` is that actor's
+/// messages and fsyncs and the clients' share of the two cores.
+double measure_straight_to_io(caf::actor_system& sys,
+                              const bench_config& cfg) {
+  fresh_db fresh{cfg.dir};
+  auto io = spawn_detached_session_io_worker(sys, fresh.db);
+  auto [latencies, elapsed] = run_clients(sys, cfg, straight_to(io));
+  caf::scoped_actor self{sys};
+  self->send_exit(io, caf::exit_reason::user_shutdown);
+  self->wait_for(io);
+  return latencies.size() / elapsed;
 }
 
 struct coalesce_result {
@@ -223,34 +300,13 @@ coalesce_result measure_coalesce(caf::actor_system& sys,
   auto handles = std::make_shared<std::vector<session_handle_actor>>();
   for (std::size_t i = 0; i < cfg.sessions; ++i)
     handles->push_back(sys.spawn(session_handle, std::string(blob_size, 'b')));
-  std::vector<std::shared_ptr<client_result>> results;
-  std::vector<caf::actor> clients;
-  auto start = clock_type::now();
-  auto deadline = start
-                  + std::chrono::duration_cast<clock_type::duration>(
-                    std::chrono::duration<double>(cfg.seconds));
-  for (std::size_t i = 0; i < cfg.clients; ++i) {
-    results.push_back(std::make_shared<client_result>());
-    clients.push_back(sys.spawn(client, service.persister, handles,
-                                client_stop{deadline}, i + 1,
-                                results.back()));
-  }
-  caf::scoped_actor self{sys};
-  self->wait_for(clients);
-  auto elapsed = seconds_since(start);
+  auto [latencies, elapsed] = run_clients(
+    sys, cfg, through_persister(service.persister, handles));
   coalesce_result result;
-  std::vector<double> latencies;
-  uint64_t failures = 0;
-  for (auto& x : results) {
-    latencies.insert(latencies.end(), x->latencies_ms.begin(),
-                     x->latencies_ms.end());
-    failures += x->failures;
-  }
-  if (failures > 0)
-    std::cerr << failures << " persists failed\n";
   result.requests = latencies.size();
   result.persists_per_s = latencies.size() / elapsed;
   result.p99_ms = percentile(latencies, 0.99);
+  caf::scoped_actor self{sys};
   self->request(service.persister, std::chrono::minutes{1}, stats_atom::value)
     .receive([&](session_persister_stats& st) { result.stats = st; },
              [](caf::error& err) { check(err, "stats"); });
@@ -295,8 +351,8 @@ double measure_messages(const bench_config& cfg, uint64_t per_client) {
     results.push_back(std::make_shared<client_result>());
     client_stop stop;
     stop.persists = per_client;
-    sys.spawn(client, service.persister, handles, stop, i + 1,
-              results.back());
+    sys.spawn(client, through_persister(service.persister, handles),
+              cfg.sessions, stop, i + 1, results.back());
   }
   auto steps = sched.run();
   uint64_t answered = 0;
@@ -335,6 +391,10 @@ int main(int argc, char** argv) {
   auto limit = measure_limit(cfg);
   std::printf("limit: %.0f session writes/s (groups of 64, no fsync)\n",
               limit);
+  auto straight = measure_straight_to_io(sys, cfg);
+  std::printf("straight to an I/O actor: %.0f writes/s (the same clients, "
+              "no persister, no writers)\n",
+              straight);
   auto ours = measure_coalesce(sys, cfg);
   auto messages = measure_messages(cfg, 20);
   std::printf("coalesce: %.0f persists/s, %llu writes in %llu groups, %llu "
@@ -366,6 +426,9 @@ int main(int argc, char** argv) {
     {"p99_persist_ms", round2(ours.p99_ms)},
     {"limit_writes_per_s", std::round(limit)},
     {"vs_limit", round2(ours.persists_per_s / limit)},
+    {"straight_to_io_writes_per_s", std::round(straight)},
+    {"straight_to_io_vs_limit", round2(straight / limit)},
+    {"vs_straight_to_io", round2(ours.persists_per_s / straight)},
   };
   std::cout << result.dump() << std::endl;
   return EXIT_SUCCESS;
