@@ -28,15 +28,18 @@
 
 namespace {
 
-/// Blocks SIGINT, SIGTERM and SIGHUP in every thread (CAF's threads inherit
-/// the mask from this one), so that only the node's sigwait receives them:
-/// SIGHUP's default action would end the process without a flush.
+/// Blocks SIGINT, SIGTERM, SIGHUP and SIGCONT in every thread (CAF's
+/// threads inherit the mask from this one), so that only the node's main
+/// loop receives them: SIGHUP's default action would end the process
+/// without a flush, and a SIGCONT (the process still continues when it is
+/// blocked) tells a clustered node that it was paused.
 sigset_t block_node_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGCONT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }

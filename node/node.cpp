@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include <coalesce/node/cluster_list.hpp>
 #include <coalesce/node/list_check.hpp>
 #include <coalesce/node/metrics.hpp>
+#include <coalesce/node/pause_watch.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/secret_buffer_service.hpp>
 #include <coalesce/node/secret_replicas.hpp>
@@ -158,6 +160,22 @@ void unpublish_gateway(caf::actor_system& sys, const node_actor& gateway,
     ->request(connector(sys), std::chrono::seconds{5},
               caf::unpublish_atom::value, gateway.address(), port)
     .receive([] {}, [](caf::error&) {});
+}
+
+/// The next signal of `signals`; with `ticking`, 0 when none came within
+/// a pause_watch tick.
+int next_signal(const sigset_t& signals, bool ticking) {
+  if (!ticking) {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    return signal;
+  }
+  using namespace std::chrono;
+  auto tick = duration_cast<nanoseconds>(pause_watch::tick_interval).count();
+  timespec timeout{static_cast<time_t>(tick / 1'000'000'000),
+                   static_cast<long>(tick % 1'000'000'000)};
+  auto signal = sigtimedwait(&signals, nullptr, &timeout);
+  return signal < 0 ? 0 : signal; // EAGAIN (the tick) or EINTR
 }
 
 } // namespace
@@ -351,9 +369,22 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                              settings.cluster.watch_settings(), counters,
                              subscribers, lists);
 
+  std::optional<pause_watch> pauses;
+  if (lists)
+    pauses.emplace(lists, settings.cluster.peer_timeout,
+                   pause_watch::clock::now());
   int signal = 0;
   for (;;) {
-    sigwait(&signals, &signal);
+    signal = next_signal(signals, pauses.has_value());
+    if (pauses && signal != SIGCONT)
+      pauses->tick(pause_watch::clock::now());
+    if (signal == 0)
+      continue;
+    if (signal == SIGCONT) {
+      if (pauses)
+        pauses->continued(pause_watch::clock::now());
+      continue;
+    }
     if (signal != SIGHUP)
       break;
     spdlog::info("received SIGHUP: ignored, the node goes on (it logs to "

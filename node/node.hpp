@@ -31,8 +31,10 @@ struct node_events {
 };
 
 /// Runs a node until SIGINT or SIGTERM of `signals` arrives, logging and
-/// ignoring a SIGHUP among them (block them in every thread first, before
-/// the actor system starts its threads). Returns the process's exit
+/// ignoring a SIGHUP among them, and telling a clustered node's
+/// coordinators of a SIGCONT among them (it was paused:
+/// coalesce/node/pause_watch.hpp). Block them in every thread first,
+/// before the actor system starts its threads. Returns the process's exit
 /// status: success when everything queued was written.
 int run_node(caf::actor_system& sys, const node_settings& settings,
              const sigset_t& signals, const node_events& events = {});

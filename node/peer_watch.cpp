@@ -57,16 +57,15 @@ using watch_pointer = caf::stateful_actor<peer_watch_state>*;
 /// its view allows (it was paused), and when it heard every one again.
 void report_silence(watch_pointer self) {
   auto& st = self->state;
-  auto stale = st.lists->stale();
+  auto why = st.lists->staleness();
+  auto stale = !why.empty();
   if (stale == st.reported_stale)
     return;
   st.reported_stale = stale;
   if (stale)
-    spdlog::warn("this node has not heard from every peer within {} (was it "
-                 "paused?): its coordinators take no request until every "
+    spdlog::warn("this node {}: its coordinators take no request until every "
                  "peer answered again",
-                 caf::deep_to_string(std::chrono::duration_cast<caf::timespan>(
-                   st.lists->max_silence())));
+                 why);
   else
     spdlog::info("this node heard from every peer again: its coordinators "
                  "take requests");

@@ -290,14 +290,11 @@ std::optional<caf::error> lists_unknown(Self* self, const std::string& what) {
                         + ": this node has not yet heard from every peer "
                           "which cluster list it serves under; the next "
                           "replica serves it");
-  if (lists->stale())
-    return make_error(
-      errc::catching_up,
-      what + ": this node has not heard from every peer within "
-        + caf::deep_to_string(
-             std::chrono::duration_cast<caf::timespan>(lists->max_silence()))
-        + " (it was paused?), so it may not know which cluster list each "
-          "serves under; the next replica serves it");
+  if (auto why = lists->staleness(); !why.empty())
+    return make_error(errc::catching_up,
+                      what + ": this node " + why
+                        + ", so it may not know which cluster list each "
+                          "serves under; the next replica serves it");
   return std::nullopt;
 }
 

@@ -51,7 +51,9 @@
 /// was not running, and its coordinators take no call, and answer none ok,
 /// until every peer was asked again (`stale`). An ask counts from when it
 /// was made: an answer reaching a node that wakes was given before the
-/// pause.
+/// pause. A pause shorter than that silence is told by the node's pause
+/// watch (`woke`, coalesce/node/pause_watch.hpp): a SIGCONT, or a gap in
+/// its main loop's wake-ups.
 namespace coalesce {
 
 struct serving_view {
@@ -145,18 +147,41 @@ public:
     mark_asked(peer);
   }
 
-  /// Whether some peer's last ended ask (an answer or a failure) was made
-  /// longer ago than the view allows: this node was paused, and what its
-  /// peers serve under may have changed meanwhile.
-  bool stale() const {
+  /// This node was paused and woke at `at` (it was stopped and continued,
+  /// or its own clock shows it did not run: coalesce/node/pause_watch.hpp).
+  /// What its peers answered before may be out of date however short the
+  /// pause was, so the view is stale until every peer was asked again
+  /// since (an answer or a failure of an ask made at `at` or later).
+  void woke(clock::time_point at) {
     std::lock_guard<std::mutex> guard{mtx_};
+    woke_at_ = std::max(woke_at_.value_or(at), at);
+  }
+
+  /// Whether this node's view of what its peers serve under may be out of
+  /// date because it was paused: it woke (`woke`) and some peer was not
+  /// asked since, or some peer's last ended ask (an answer or a failure)
+  /// was made longer ago than the view allows.
+  bool stale() const {
+    return !staleness().empty();
+  }
+
+  /// Why the view is stale, completing "this node ...": empty when it is
+  /// not.
+  std::string staleness() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (woke_at_)
+      for (auto heard : heard_)
+        if (heard < *woke_at_)
+          return "was paused and has not heard from every peer since it "
+                 "woke";
     if (max_silence_ == clock::duration::zero())
-      return false;
+      return {};
     auto now = now_();
     for (auto heard : heard_)
       if (now - heard > max_silence_)
-        return true;
-    return false;
+        return "has not heard from every peer within "
+               + silence_text() + " (was it paused?)";
+    return {};
   }
 
   clock::duration max_silence() const {
@@ -169,6 +194,14 @@ public:
   }
 
 private:
+  /// `max_silence_` as "9s" (whole seconds) or "1500ms".
+  std::string silence_text() const {
+    using namespace std::chrono;
+    auto ms = duration_cast<milliseconds>(max_silence_).count();
+    return ms % 1000 == 0 ? std::to_string(ms / 1000) + "s"
+                          : std::to_string(ms) + "ms";
+  }
+
   /// Answers may end out of the order their asks were made in: the latest
   /// ask counts.
   void heard(std::size_t peer, std::optional<clock::time_point> asked_at) {
@@ -220,6 +253,8 @@ private:
   std::vector<bool> asked_;
   /// When each peer last answered a ping, or an ask of it last failed.
   std::vector<clock::time_point> heard_;
+  /// When this node last woke from a pause (`woke`), if it did.
+  std::optional<clock::time_point> woke_at_;
   const clock::duration max_silence_;
   const time_source now_;
   std::shared_ptr<const serving_view> view_;

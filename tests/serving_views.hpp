@@ -125,6 +125,14 @@ inline void paused_for_an_hour(hand_clock& clock) {
   clock.advance(std::chrono::hours{1});
 }
 
+/// A node stopped and continued a moment later (SIGCONT), as its pause
+/// watch tells its view: a second by the view's clock, far less than the
+/// silence the view allows.
+inline void paused_for_a_second(hand_clock& clock, serving_lists& lists) {
+  clock.advance(std::chrono::seconds{1});
+  lists.woke(clock.source()());
+}
+
 /// Checks that `answer` was refused with `expected`, saying `why`.
 template <class Answer>
 void check_refused(const caf::actor_system& sys,

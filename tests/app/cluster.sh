@@ -386,20 +386,41 @@ test_a_node_counts_a_stopped_or_killed_peer_down_and_up_again() {
 test_a_paused_node_coordinates_nothing_until_it_hears_its_peers_again() {
   # Its peers may have changed lists while it slept (operating.md, "A node
   # that was paused"): with peer-timeout 1 s, a node that heard no peer for
-  # 3 s takes it that it was paused.
+  # 3 s takes it that it was paused (the SIGCONT that woke it may tell it
+  # first).
   start_cluster pause- --coalesce.peer-timeout=1s || { CURRENT_OK=0; return; }
   local log0="$WORK/pause-n0.log" log2="$WORK/pause-n2.log"
   kill -STOP "${PID_OF[2]}"
   sleep 4 # the pause itself, longer than three peer timeouts
   kill -CONT "${PID_OF[2]}"
   check "the paused node says so on waking" \
-    wait_log_count "$log2" "has not heard from every peer within 3s (was it paused?)" 1 10
+    wait_log_count "$log2" "has not heard from every peer within 3s (was it paused?)\\|was paused and has not heard from every peer since it woke" 1 10
   check "and that it heard every peer again" \
     wait_log_count "$log2" "heard from every peer again: its coordinators take requests" 1 10
   check "then a put it coordinates exits 0" \
     tcli "${PORTS[2]}" --timeout=20s secret put chat0@g.us sender0 pz-1 "$(hex32 9)" 0 1700000009
   check "a node that was not paused never took it that it was" \
-    bash -c "! grep -q 'was it paused' '$log0'"
+    bash -c "! grep -q 'was it paused\\|was paused\\|stopped and continued' '$log0'"
+  stop_cluster
+}
+
+test_a_node_paused_for_a_moment_says_so_on_waking() {
+  # A pause shorter than three peer timeouts may still span a whole change
+  # of the list: the SIGCONT that ends it makes the node re-ask its peers
+  # before it coordinates (pause_watch.hpp).
+  start_cluster brief- --coalesce.peer-timeout=1s || { CURRENT_OK=0; return; }
+  local log0="$WORK/brief-n0.log" log2="$WORK/brief-n2.log"
+  kill -STOP "${PID_OF[2]}"
+  sleep 1 # a third of the silence (3 s) that shows a pause without it
+  kill -CONT "${PID_OF[2]}"
+  check "the node stopped for a second says it was continued" \
+    wait_log_count "$log2" "this node was stopped and continued (SIGCONT)" 1 10
+  check "its view was stale until it asked its peers again" \
+    wait_log_count "$log2" "heard from every peer again: its coordinators take requests" 1 10
+  check "then a put it coordinates exits 0" \
+    tcli "${PORTS[2]}" --timeout=20s secret put chat0@g.us sender0 pb-1 "$(hex32 8)" 0 1700000008
+  check "a node that was not stopped never took it that it was" \
+    bash -c "! grep -q 'stopped and continued\\|did not run for' '$log0'"
   stop_cluster
 }
 
@@ -713,6 +734,7 @@ run_test "a stopped replica holds up no answer a majority gives"
 run_test "a put without a majority of replicas fails naming them"
 run_test "a node counts a stopped or killed peer down and up again"
 run_test "a paused node coordinates nothing until it hears its peers again"
+run_test "a node paused for a moment says so on waking"
 run_test "each node serves under a versioned list and status shows it"
 run_test "a node that joins is handed off its keys before it serves them"
 run_test "a handoff interrupted by sigkill completes once its nodes are back"

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <coalesce/node/key_release.hpp>
+#include <coalesce/node/pause_watch.hpp>
 #include <coalesce/node/serving_lists.hpp>
 
 using namespace coalesce;
@@ -98,6 +99,70 @@ CAF_TEST(a peer asked again under the same list changes no generation) {
   lists.peer_serves(0, own_list, false);
   lists.peer_unanswered(1);
   CAF_CHECK_EQUAL(lists.current()->generation, generation);
+}
+
+CAF_TEST(a node that woke is stale until every peer was asked since however short its pause) {
+  // Its peers may have changed lists in a pause shorter than the silence
+  // the view allows: only asks made after waking tell what they serve now.
+  both_answer();
+  auto asked_before = now;
+  now += 1s;
+  lists.woke(now);
+  CAF_CHECK(lists.stale());
+  CAF_CHECK_EQUAL(lists.staleness(), "was paused and has not heard from "
+                                     "every peer since it woke");
+  lists.peer_serves(0, own_list, false, asked_before);
+  lists.peer_unanswered(1, asked_before);
+  CAF_CHECK(lists.stale());
+  lists.peer_serves(0, own_list, false, now);
+  CAF_CHECK(lists.stale());
+  lists.peer_unanswered(1, now);
+  CAF_CHECK(!lists.stale());
+}
+
+CAF_TEST(a silence longer than the view allows says how long) {
+  both_answer();
+  now += 11s;
+  CAF_CHECK_EQUAL(lists.staleness(), "has not heard from every peer within "
+                                     "10s (was it paused?)");
+}
+
+CAF_TEST(a continued process makes the view stale at once) {
+  both_answer();
+  pause_watch pauses{std::shared_ptr<serving_lists>(&lists, [](auto*) {}),
+                     1s, now};
+  now += 100ms;
+  pauses.continued(now);
+  CAF_CHECK(lists.stale());
+  both_answer();
+  CAF_CHECK(!lists.stale());
+}
+
+CAF_TEST(a gap between two ticks of the main loop longer than a peer timeout makes the view stale) {
+  both_answer();
+  pause_watch pauses{std::shared_ptr<serving_lists>(&lists, [](auto*) {}),
+                     2s, now};
+  CAF_CHECK(pauses.longest_stall() == 2s);
+  for (int i = 0; i < 8; ++i) {
+    now += pause_watch::tick_interval;
+    pauses.tick(now);
+  }
+  now += 2s;
+  pauses.tick(now);
+  CAF_CHECK(!lists.stale());
+  now += 2s + 1ms;
+  pauses.tick(now);
+  CAF_CHECK(lists.stale());
+  both_answer();
+  CAF_CHECK(!lists.stale());
+}
+
+CAF_TEST(a stall is at least four ticks long) {
+  // A peer timeout shorter than the main loop's tick would make every
+  // tick a stall.
+  pause_watch pauses{std::shared_ptr<serving_lists>(&lists, [](auto*) {}),
+                     10ms, now};
+  CAF_CHECK(pauses.longest_stall() == 4 * pause_watch::tick_interval);
 }
 
 CAF_TEST(a paused node drops no key it lost until it hears its peers again) {
