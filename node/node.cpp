@@ -371,8 +371,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
 
   std::optional<pause_watch> pauses;
   if (lists)
-    pauses.emplace(lists, settings.cluster.peer_timeout,
-                   pause_watch::clock::now());
+    pauses.emplace(lists, pause_watch::clock::now());
   int signal = 0;
   for (;;) {
     signal = next_signal(signals, pauses.has_value());

@@ -1,6 +1,5 @@
 #include <coalesce/node/pause_watch.hpp>
 
-#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -8,15 +7,16 @@
 namespace coalesce {
 
 pause_watch::pause_watch(std::shared_ptr<serving_lists> lists,
-                         clock::duration peer_timeout, clock::time_point now)
-  : lists_(std::move(lists)),
-    longest_stall_(std::max(peer_timeout, 4 * tick_interval)),
-    last_tick_(now) {
-  // nop
+                         clock::time_point now)
+  : lists_(std::move(lists)), last_tick_(now) {
+  lists_->ran(now, longest_stall);
 }
 
 void pause_watch::continued(clock::time_point now) {
+  // Woken before it ran: a coordinator reading the view between the two
+  // still sees it stale.
   lists_->woke(now);
+  lists_->ran(now, longest_stall);
   last_tick_ = now;
   spdlog::warn("this node was stopped and continued (SIGCONT): its "
                "coordinators take no request until every peer answered "
@@ -26,9 +26,12 @@ void pause_watch::continued(clock::time_point now) {
 void pause_watch::tick(clock::time_point now) {
   auto gap = now - last_tick_;
   last_tick_ = now;
-  if (gap <= longest_stall_)
+  if (gap <= longest_stall) {
+    lists_->ran(now, longest_stall);
     return;
+  }
   lists_->woke(now);
+  lists_->ran(now, longest_stall);
   spdlog::warn("this node did not run for {} ms (a stall or a frozen "
                "machine): its coordinators take no request until every peer "
                "answered again",

@@ -13,10 +13,14 @@
 ///   SIGTSTP or a debugger, and continued); exact, whatever the pause's
 ///   length;
 /// - `tick`: the main thread's own regular wake-ups; one later than
-///   `longest_stall` after the one before means the process did not run
-///   meanwhile (a frozen VM, a stall), or ran too starved to tell.
+///   `longest_stall` (1 s) after the one before means the process did not
+///   run meanwhile (a frozen VM, a stall), or ran too starved to tell.
 /// Either makes the view stale until every peer was asked again
-/// (`serving_lists::woke`), and logs one line.
+/// (`serving_lists::woke`), and logs one line. Each tick also tells the
+/// view that the loop ran (`serving_lists::ran`): a view whose loop has
+/// not run for `longest_stall` is stale already, so a coordinator that
+/// runs again after a pause before the main loop does answers nothing ok
+/// on its old view.
 ///
 /// Without it only a silence of three peer timeouts showed a pause, so a
 /// node paused for less than that across a whole change of the cluster
@@ -32,23 +36,22 @@ public:
   static constexpr clock::duration tick_interval
     = std::chrono::milliseconds{250};
 
-  /// Watches for `lists`; a gap between ticks longer than `peer_timeout`
-  /// (at least four ticks) is a stall.
-  pause_watch(std::shared_ptr<serving_lists> lists,
-              clock::duration peer_timeout, clock::time_point now);
+  /// The longest gap between two ticks that is no stall: four ticks. Not
+  /// tied to `peer-timeout`: a stall need only be shorter than the
+  /// quickest change of the list to matter (the membership campaign's took
+  /// 1.3 s), and a main thread kept from running for a second is rare
+  /// enough that re-asking the peers then costs little.
+  static constexpr clock::duration longest_stall = 4 * tick_interval;
+
+  /// Watches for `lists`, the first tick at `now`.
+  pause_watch(std::shared_ptr<serving_lists> lists, clock::time_point now);
 
   void continued(clock::time_point now);
 
   void tick(clock::time_point now);
 
-  /// The longest gap between two ticks that is no stall.
-  clock::duration longest_stall() const {
-    return longest_stall_;
-  }
-
 private:
   std::shared_ptr<serving_lists> lists_;
-  clock::duration longest_stall_;
   clock::time_point last_tick_;
 };
 

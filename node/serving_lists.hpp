@@ -52,8 +52,10 @@
 /// until every peer was asked again (`stale`). An ask counts from when it
 /// was made: an answer reaching a node that wakes was given before the
 /// pause. A pause shorter than that silence is told by the node's pause
-/// watch (`woke`, coalesce/node/pause_watch.hpp): a SIGCONT, or a gap in
-/// its main loop's wake-ups.
+/// watch (coalesce/node/pause_watch.hpp): its main loop's runs (`ran`),
+/// whose absence makes the view stale at once, and a SIGCONT or a gap
+/// between two runs (`woke`), which keeps it stale until every peer was
+/// asked again.
 namespace coalesce {
 
 struct serving_view {
@@ -157,6 +159,16 @@ public:
     woke_at_ = std::max(woke_at_.value_or(at), at);
   }
 
+  /// The node's main loop ran at `at` (the pause watch's ticks). From the
+  /// first call on, the view is stale while the last run lies more than
+  /// `longest_gap` back by its clock: a node that was paused is stale from
+  /// the moment it runs again, before its main loop could call `woke`.
+  void ran(clock::time_point at, clock::duration longest_gap) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    last_ran_ = std::max(last_ran_.value_or(at), at);
+    ran_gap_ = longest_gap;
+  }
+
   /// Whether this node's view of what its peers serve under may be out of
   /// date because it was paused: it woke (`woke`) and some peer was not
   /// asked since, or some peer's last ended ask (an answer or a failure)
@@ -169,6 +181,12 @@ public:
   /// not.
   std::string staleness() const {
     std::lock_guard<std::mutex> guard{mtx_};
+    if (last_ran_ && now_() - *last_ran_ > ran_gap_)
+      return "has not run its main loop for over "
+             + std::to_string(std::chrono::duration_cast<
+                                std::chrono::milliseconds>(ran_gap_)
+                                .count())
+             + " ms (was it paused?)";
     if (woke_at_)
       for (auto heard : heard_)
         if (heard < *woke_at_)
@@ -255,6 +273,10 @@ private:
   std::vector<clock::time_point> heard_;
   /// When this node last woke from a pause (`woke`), if it did.
   std::optional<clock::time_point> woke_at_;
+  /// When its main loop last ran (`ran`), once it told, and the longest
+  /// gap between two runs that is no pause.
+  std::optional<clock::time_point> last_ran_;
+  clock::duration ran_gap_{};
   const clock::duration max_silence_;
   const time_source now_;
   std::shared_ptr<const serving_view> view_;

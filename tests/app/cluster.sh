@@ -394,7 +394,7 @@ test_a_paused_node_coordinates_nothing_until_it_hears_its_peers_again() {
   sleep 4 # the pause itself, longer than three peer timeouts
   kill -CONT "${PID_OF[2]}"
   check "the paused node says so on waking" \
-    wait_log_count "$log2" "has not heard from every peer within 3s (was it paused?)\\|was paused and has not heard from every peer since it woke" 1 10
+    wait_log_count "$log2" "(was it paused?)\\|was paused and has not heard from every peer since it woke" 1 10
   check "and that it heard every peer again" \
     wait_log_count "$log2" "heard from every peer again: its coordinators take requests" 1 10
   check "then a put it coordinates exits 0" \

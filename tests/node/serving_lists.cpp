@@ -130,7 +130,7 @@ CAF_TEST(a silence longer than the view allows says how long) {
 CAF_TEST(a continued process makes the view stale at once) {
   both_answer();
   pause_watch pauses{std::shared_ptr<serving_lists>(&lists, [](auto*) {}),
-                     1s, now};
+                     now};
   now += 100ms;
   pauses.continued(now);
   CAF_CHECK(lists.stale());
@@ -138,31 +138,42 @@ CAF_TEST(a continued process makes the view stale at once) {
   CAF_CHECK(!lists.stale());
 }
 
-CAF_TEST(a gap between two ticks of the main loop longer than a peer timeout makes the view stale) {
+CAF_TEST(a gap of more than a second between two ticks of the main loop makes the view stale) {
   both_answer();
   pause_watch pauses{std::shared_ptr<serving_lists>(&lists, [](auto*) {}),
-                     2s, now};
-  CAF_CHECK(pauses.longest_stall() == 2s);
+                     now};
   for (int i = 0; i < 8; ++i) {
     now += pause_watch::tick_interval;
     pauses.tick(now);
   }
-  now += 2s;
+  now += 1s;
   pauses.tick(now);
   CAF_CHECK(!lists.stale());
-  now += 2s + 1ms;
+  now += 1s + 1ms;
   pauses.tick(now);
   CAF_CHECK(lists.stale());
   both_answer();
   CAF_CHECK(!lists.stale());
 }
 
-CAF_TEST(a stall is at least four ticks long) {
-  // A peer timeout shorter than the main loop's tick would make every
-  // tick a stall.
+CAF_TEST(a node whose main loop has not run for over a second is stale before the loop can tell) {
+  // Its coordinators may run before its main loop does after a pause: the
+  // loop's silence alone makes the view stale.
+  both_answer();
   pause_watch pauses{std::shared_ptr<serving_lists>(&lists, [](auto*) {}),
-                     10ms, now};
-  CAF_CHECK(pauses.longest_stall() == 4 * pause_watch::tick_interval);
+                     now};
+  now += pause_watch::longest_stall;
+  CAF_CHECK(!lists.stale());
+  now += 1ms;
+  CAF_CHECK(lists.stale());
+  CAF_CHECK_EQUAL(lists.staleness(), "has not run its main loop for over "
+                                     "1000 ms (was it paused?)");
+  // The loop's next tick tells it that it woke: stale until the peers
+  // answered again.
+  pauses.tick(now);
+  CAF_CHECK(lists.stale());
+  both_answer();
+  CAF_CHECK(!lists.stale());
 }
 
 CAF_TEST(a paused node drops no key it lost until it hears its peers again) {
