@@ -170,9 +170,10 @@ public:
   }
 
   /// Whether this node's view of what its peers serve under may be out of
-  /// date because it was paused: it woke (`woke`) and some peer was not
-  /// asked since, or some peer's last ended ask (an answer or a failure)
-  /// was made longer ago than the view allows.
+  /// date because it was paused: its main loop has not run for longer
+  /// than `ran` allows, or it woke (`woke`) and some peer was not asked
+  /// since, or some peer's last ended ask (an answer or a failure) was
+  /// made longer ago than the view allows.
   bool stale() const {
     return !staleness().empty();
   }
