@@ -251,7 +251,7 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
       {cluster, self_index, settings.cluster.replicas,
        settings.cluster.sync_timeout(),
        settings.cluster.anti_entropy_interval, settings.cluster.peer_timeout,
-       catch_up, *empty, counters, list_changed, lists, passes});
+       catch_up, nullptr, counters, list_changed, lists, passes, *empty});
     handles.secret_buffer = caf::actor_cast<secret_buffer_requests>(replicas);
   }
   replicated_sessions sessions;

@@ -68,19 +68,8 @@ uint64_t row_hash(const secret_entry& row) {
   return fnv1a(hash, row.ts_stamp);
 }
 
-struct secret_sync_state {
+struct secret_sync_state : repair_state<secret_buffer_actor> {
   static inline const char* name = "secret_sync";
-  std::shared_ptr<storage::database> db;
-  secret_buffer_actor local;
-  caf::actor caught_up;
-  secret_sync_settings settings;
-  /// Each peer's gateway by its index in the cluster list, when known.
-  std::vector<node_actor> peers;
-  std::unique_ptr<sync_rounds> rounds;
-  /// Whether a retry of the catch-up is scheduled.
-  bool retry_scheduled = false;
-  std::unique_ptr<key_release> release;
-  std::vector<release_promise> release_waiters;
 };
 
 /// The rows of one chat, as this node holds them.
@@ -460,11 +449,6 @@ void exchange(sync_pointer self, std::size_t peer, exchange_done done) {
   compare(self->state.peers[peer]);
 }
 
-std::vector<std::size_t> every_peer(sync_pointer self) {
-  return coalesce::every_peer(self->state.settings.map.size(),
-                              self->state.settings.self);
-}
-
 /// A release pass over the chats this node holds and does not replicate,
 /// unless one runs (it then answers the waiters too).
 void release(sync_pointer self) {
@@ -500,56 +484,14 @@ void release(sync_pointer self) {
 secret_sync_impl::behavior_type
 secret_sync(sync_pointer self, std::shared_ptr<storage::database> db,
             secret_buffer_actor local, caf::actor caught_up,
-            secret_sync_settings settings) {
-  auto& st = self->state;
-  st.db = std::move(db);
-  st.local = std::move(local);
-  st.caught_up = std::move(caught_up);
-  st.settings = std::move(settings);
-  st.peers.resize(st.settings.map.size());
-  st.rounds = std::make_unique<sync_rounds>(
-    "secrets", "keys", st.settings.counters,
-    [self](std::size_t peer, sync_rounds::report_fn done) {
-      exchange(self, peer, std::move(done));
-    },
-    [self](std::size_t peer) {
-      return self->state.settings.map.nodes()[peer].text();
-    },
-    [self](const caf::error& err) { return self->system().render(err); });
-  st.release = std::make_unique<key_release>(
-    "secrets", "chats", released_kind::secrets, st.settings.counters,
-    [self](const caf::error& err) { return self->system().render(err); });
-  answer_releases_at_exit(self);
-  if (st.settings.catch_up && st.settings.map.size() > 1) {
-    st.rounds->start_catch_up(
-      every_peer(self), [self](uint64_t repaired, std::chrono::milliseconds took) {
-        auto& st = self->state;
-        if (st.settings.started_empty)
-          spdlog::info("secrets: refilled the empty data directory from its "
-                       "peers: {} keys in {} ms; serving reads",
-                       repaired, took.count());
-        else
-          spdlog::info("secrets: caught up from every peer: {} keys repaired "
-                       "in {} ms; serving reads",
-                       repaired, took.count());
-        if (st.caught_up)
-          caf::anon_send(st.caught_up, caught_up_atom::value);
-      },
-      st.settings.catch_up_passes);
-    spdlog::info("secrets: {}; catching up from every peer before answering "
-                 "reads",
-                 st.settings.list_changed
-                   ? "the cluster list changed (what this node gained is "
-                     "handed off from the nodes that hold it)"
-                 : st.settings.started_empty
-                   ? "the data directory is empty"
-                   : "the last stop was not clean (or never happened)");
-    self->send(self, catch_up_atom::value, false);
-  } else if (st.caught_up) {
-    caf::anon_send(st.caught_up, caught_up_atom::value);
-  }
-  if (st.settings.interval.count() > 0)
-    self->delayed_send(self, st.settings.interval, repair_atom::value);
+            repair_settings settings) {
+  start_repair(self, std::move(db), std::move(local), std::move(caught_up),
+               std::move(settings),
+               {"secrets", "keys", "chats", released_kind::secrets,
+                "answering reads", "serving reads"},
+               [self](std::size_t peer, sync_rounds::report_fn done) {
+                 exchange(self, peer, std::move(done));
+               });
   return {
     [self](digest_atom, uint64_t asked_under,
            uint64_t asker) -> caf::result<secret_digest> {
@@ -638,7 +580,7 @@ secret_sync_actor spawn_secret_sync(caf::actor_system& sys,
                                     std::shared_ptr<storage::database> db,
                                     secret_buffer_actor local,
                                     caf::actor caught_up,
-                                    secret_sync_settings settings) {
+                                    repair_settings settings) {
   auto actor = sys.spawn<caf::detached>(secret_sync, std::move(db),
                                         std::move(local), std::move(caught_up),
                                         std::move(settings));

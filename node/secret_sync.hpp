@@ -68,44 +68,12 @@ using secret_sync_actor = secret_sync_requests::extend<
   /// A release pass now (key_release.hpp): chats dropped, still held.
   caf::replies_to<release_keys_atom>::with<uint64_t, uint64_t>>;
 
-struct secret_sync_settings {
-  cluster_map map;
-  /// This node's index in `map`.
-  std::size_t self = 0;
-  std::size_t replicas = 3;
-  /// How long a peer may take to answer one step of an exchange (it
-  /// flushes and scans its secrets first).
-  caf::timespan timeout;
-  /// Between two periodic repairs; 0 for none.
-  caf::timespan interval;
-  /// Between two attempts to catch up with the peers still missing.
-  caf::timespan retry;
-  /// Whether to catch up first (no clean-stop mark was found, or the
-  /// cluster list changed).
-  bool catch_up = false;
-  /// Whether the secrets were empty at start (a new or wiped directory):
-  /// the catch-up is then logged as a refill.
-  bool started_empty = false;
-  std::shared_ptr<peer_counters> counters;
-  /// Whether the catch-up is for a changed cluster list (this node may
-  /// have gained keys): what its log says.
-  bool list_changed = false;
-  /// The lists peers serve under: chats this node no longer replicates
-  /// are dropped only while it serves under its own list alone (null:
-  /// never dropped); a peer's handoff request tells it what that peer
-  /// serves (`learn_asker_list`).
-  std::shared_ptr<serving_lists> lists = nullptr;
-  /// Passes of the catch-up over every peer (cluster_list.hpp,
-  /// `catch_up_passes`): two under a list the peers may not know yet.
-  int catch_up_passes = 1;
-};
-
 /// Spawns it detached; `caught_up` (the coordinator) receives
 /// `caught_up_atom` once the catch-up completed (at once without one).
 secret_sync_actor spawn_secret_sync(caf::actor_system& sys,
                                     std::shared_ptr<storage::database> db,
                                     secret_buffer_actor local,
                                     caf::actor caught_up,
-                                    secret_sync_settings settings);
+                                    repair_settings settings);
 
 } // namespace coalesce

@@ -28,18 +28,9 @@ namespace {
 using session_sync_impl = session_sync_actor::extend<
   caf::reacts_to<catch_up_atom, bool>, caf::reacts_to<repair_atom>>;
 
-struct session_sync_state {
+struct session_sync_state
+  : repair_state<std::vector<session_replica_io_actor>> {
   static inline const char* name = "session_sync";
-  std::shared_ptr<storage::database> db;
-  std::vector<session_replica_io_actor> local;
-  caf::actor caught_up;
-  session_sync_settings settings;
-  /// Each peer's gateway by its index in the cluster list, when known.
-  std::vector<node_actor> peers;
-  std::unique_ptr<sync_rounds> rounds;
-  bool retry_scheduled = false;
-  std::unique_ptr<key_release> release;
-  std::vector<release_promise> release_waiters;
 };
 
 using sync_pointer = session_sync_impl::stateful_pointer<session_sync_state>;
@@ -208,22 +199,14 @@ void release(sync_pointer self) {
 session_sync_impl::behavior_type
 session_sync(sync_pointer self, std::shared_ptr<storage::database> db,
              std::vector<session_replica_io_actor> local, caf::actor caught_up,
-             session_sync_settings settings) {
-  auto& st = self->state;
-  st.db = std::move(db);
-  st.local = std::move(local);
-  st.caught_up = std::move(caught_up);
-  st.settings = std::move(settings);
-  st.peers.resize(st.settings.map.size());
-  st.release = std::make_unique<key_release>(
-    "sessions", "sessions", released_kind::sessions, st.settings.counters,
-    [self](const caf::error& err) { return self->system().render(err); });
-  answer_releases_at_exit(self);
-  start_sync_rounds(self, "sessions", "sessions", "answering reads",
-                    "serving reads",
-                    [self](std::size_t peer, sync_rounds::report_fn done) {
-                      exchange(self, peer, std::move(done));
-                    });
+             repair_settings settings) {
+  start_repair(self, std::move(db), std::move(local), std::move(caught_up),
+               std::move(settings),
+               {"sessions", "sessions", "sessions", released_kind::sessions,
+                "answering reads", "serving reads"},
+               [self](std::size_t peer, sync_rounds::report_fn done) {
+                 exchange(self, peer, std::move(done));
+               });
   return {
     [self](replica_atom, digest_atom, uint64_t asked_under, uint64_t asker)
       -> caf::result<std::vector<session_listing>> {
@@ -271,7 +254,7 @@ session_sync_actor
 spawn_session_sync(caf::actor_system& sys,
                    std::shared_ptr<storage::database> db,
                    std::vector<session_replica_io_actor> local,
-                   caf::actor caught_up, session_sync_settings settings) {
+                   caf::actor caught_up, repair_settings settings) {
   auto actor = sys.spawn<caf::detached>(session_sync, std::move(db),
                                         std::move(local), std::move(caught_up),
                                         std::move(settings));

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -15,17 +16,24 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 #include <caf/send.hpp>
+#include <caf/timespan.hpp>
 #include <spdlog/spdlog.h>
 
 #include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/replica_protocol.hpp>
 #include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/key_release.hpp>
 #include <coalesce/node/serving_lists.hpp>
 
+namespace coalesce::storage {
+class database;
+} // namespace coalesce::storage
+
 /// Rounds of repair exchanges with a node's peers, one exchange at a time,
-/// and the catch-up from every peer they complete: what the repairs of
-/// secrets (secret_sync.hpp) and of sessions (session_sync.hpp) share. Not
+/// and the catch-up from every peer they complete, and how a repair actor
+/// starts: what the repairs of secrets (secret_sync.hpp), sessions
+/// (session_sync.hpp) and rooms (timeline_sync.hpp) share. Not
 /// an actor: a repair actor keeps one in its state and calls it from its
 /// handlers, so everything here runs in that actor.
 ///
@@ -39,6 +47,43 @@
 /// - While catching up, the node's `catching_up` gauge counts it; the
 ///   catch-up ends once an exchange with every peer completed.
 namespace coalesce {
+
+/// How a repair actor of each kind (secret_sync.hpp, session_sync.hpp,
+/// timeline_sync.hpp) is set up.
+struct repair_settings {
+  cluster_map map;
+  /// This node's index in `map`.
+  std::size_t self = 0;
+  std::size_t replicas = 3;
+  /// How long a peer may take to answer one step of an exchange (a
+  /// secrets' peer flushes and scans its rows first).
+  caf::timespan timeout;
+  /// Between two periodic repairs; 0 for none.
+  caf::timespan interval;
+  /// Between two attempts to catch up with the peers still missing.
+  caf::timespan retry;
+  /// Whether to catch up first (no clean-stop mark was found, or the
+  /// cluster list changed).
+  bool catch_up = false;
+  /// Set while catching up, read by this node's coordinators and endpoint
+  /// (null where the repair tells its coordinator instead: secrets).
+  std::shared_ptr<std::atomic<bool>> catching_up;
+  std::shared_ptr<peer_counters> counters;
+  /// Whether the catch-up is for a changed cluster list (this node may
+  /// have gained keys): what its log says.
+  bool list_changed = false;
+  /// The lists peers serve under: keys this node no longer replicates are
+  /// dropped only while it serves under its own list alone (null: never
+  /// dropped); a peer's handoff request tells it what that peer serves
+  /// (`learn_asker_list`).
+  std::shared_ptr<serving_lists> lists = nullptr;
+  /// Passes of the catch-up over every peer (cluster_list.hpp,
+  /// `catch_up_passes`): two under a list the peers may not know yet.
+  int catch_up_passes = 1;
+  /// Whether the repaired data was empty at start (a new or wiped
+  /// directory): the catch-up is then logged as a refill.
+  bool started_empty = false;
+};
 
 class sync_rounds {
 public:
@@ -140,7 +185,7 @@ bool replica_of(const cluster_map& map, std::size_t replicas,
 /// `lists` learns it before the handoff is answered, so that from then on
 /// this node's coordinators count that list's majorities too and fail a
 /// request counted without it (replica_calls::lists_generation). The
-/// asker's catch-up (a second pass, `start_sync_rounds`) then finds
+/// asker's catch-up (a second pass, `start_repair`) then finds
 /// everything answered under a count that missed it. A peer not in `map`
 /// (a node that joins) changes nothing: no peer of this node serves it yet.
 void learn_asker_list(serving_lists* lists, const cluster_map& map,
@@ -169,9 +214,26 @@ std::optional<caf::error> refuse_asker(const cluster_map& map,
                                        std::size_t self, uint64_t asked_under,
                                        uint64_t asker);
 
-// The handlers both repair actors share. `Self` is the actor; its state
-// holds `peers` (the gateways by index), `rounds`, `retry_scheduled` and
-// `settings` (`map`, `self`, `retry`, `interval`).
+/// The state every repair actor keeps; `Local` is what it installs
+/// through (the secret buffer, the session I/O actors, the timeline store).
+template <class Local>
+struct repair_state {
+  std::shared_ptr<storage::database> db;
+  Local local;
+  /// Told once the catch-up completed (or at once without one).
+  caf::actor caught_up;
+  repair_settings settings;
+  /// Each peer's gateway by its index in the cluster list, when known.
+  std::vector<node_actor> peers;
+  std::unique_ptr<sync_rounds> rounds;
+  /// Whether a retry of the catch-up is scheduled.
+  bool retry_scheduled = false;
+  std::unique_ptr<key_release> release;
+  std::vector<release_promise> release_waiters;
+};
+
+// The handlers the repair actors share. `Self` is the actor; its state is
+// a `repair_state`.
 
 /// A peer is up: its gateway is known, and a catch-up waiting for it may
 /// complete now.
@@ -217,54 +279,88 @@ void on_repair(Self* self) {
   self->delayed_send(self, st.settings.interval, repair_atom::value);
 }
 
-/// Starts a repair actor's rounds, as each does when spawned. Its state
-/// holds besides the above `caught_up` (told once caught up) and
-/// `settings.catch_up`, `catching_up` and `counters`. `kind` names the
-/// repaired data in the log ("rooms"), `unit` what is counted ("rooms"),
-/// `serving` what the node does once caught up ("serving reads"). Without
-/// a clean-stop mark it sets `catching_up`, catches up from every peer,
-/// logs both ends and then tells `caught_up`; with one, it tells at once.
-/// A periodic round follows every `settings.interval` (0: never).
-template <class Self>
-void start_sync_rounds(Self* self, const char* kind, const char* unit,
-                       const char* waits, const char* serves,
-                       sync_rounds::exchange_fn exchange) {
+/// The words a repair's log lines and counters use.
+struct repair_words {
+  /// The repaired data ("rooms").
+  const char* kind;
+  /// What an exchange counts ("keys"), and what a release pass drops
+  /// ("chats").
+  const char* unit;
+  const char* dropped_unit;
+  released_kind released;
+  /// What the node holds back while catching up ("answering reads"), and
+  /// does once caught up ("serving reads").
+  const char* waits;
+  const char* serves;
+};
+
+/// Starts a repair actor, as each does when spawned: its state (a
+/// `repair_state`) takes the arguments, its release passes answer their
+/// waiters at exit, and its rounds start. Without a clean-stop mark it
+/// sets `catching_up`, catches up from every peer, logs both ends and then
+/// tells `caught_up`; with one, it tells at once. A periodic round follows
+/// every `settings.interval` (0: never).
+template <class Self, class Local>
+void start_repair(Self* self, std::shared_ptr<storage::database> db,
+                  Local local, caf::actor caught_up, repair_settings settings,
+                  const repair_words& words,
+                  sync_rounds::exchange_fn exchange) {
   auto& st = self->state;
+  st.db = std::move(db);
+  st.local = std::move(local);
+  st.caught_up = std::move(caught_up);
+  st.settings = std::move(settings);
+  st.peers.resize(st.settings.map.size());
+  st.release = std::make_unique<key_release>(
+    words.kind, words.dropped_unit, words.released, st.settings.counters,
+    [self](const caf::error& err) { return self->system().render(err); });
+  answer_releases_at_exit(self);
   st.rounds = std::make_unique<sync_rounds>(
-    kind, unit, st.settings.counters, std::move(exchange),
+    words.kind, words.unit, st.settings.counters, std::move(exchange),
     [self](std::size_t peer) {
       return self->state.settings.map.nodes()[peer].text();
     },
     [self](const caf::error& err) { return self->system().render(err); });
+  auto set_catching_up = [self](bool value) {
+    if (self->state.settings.catching_up)
+      self->state.settings.catching_up->store(value);
+  };
   if (st.settings.catch_up && st.settings.map.size() > 1) {
-    st.settings.catching_up->store(true);
-    std::string what = kind;
-    std::string counted = unit;
-    std::string then = serves;
+    set_catching_up(true);
+    std::string what = words.kind;
+    std::string counted = words.unit;
+    std::string then = words.serves;
     // Under a list its peers may not know yet, the first pass tells every
     // peer which list this node serves now (learn_asker_list); the second
     // finds what they answered before they learned it.
     st.rounds->start_catch_up(
       every_peer(st.settings.map.size(), st.settings.self),
-      [self, what, counted, then](uint64_t repaired,
-                                  std::chrono::milliseconds took) {
-        self->state.settings.catching_up->store(false);
-        spdlog::info("{}: caught up from every peer: {} {} repaired in {} "
-                     "ms; {}",
-                     what, repaired, counted, took.count(), then);
+      [self, set_catching_up, what, counted,
+       then](uint64_t repaired, std::chrono::milliseconds took) {
+        set_catching_up(false);
+        if (self->state.settings.started_empty)
+          spdlog::info("{}: refilled the empty data directory from its "
+                       "peers: {} {} in {} ms; {}",
+                       what, repaired, counted, took.count(), then);
+        else
+          spdlog::info("{}: caught up from every peer: {} {} repaired in {} "
+                       "ms; {}",
+                       what, repaired, counted, took.count(), then);
         if (self->state.caught_up)
           caf::anon_send(self->state.caught_up, caught_up_atom::value);
       },
       st.settings.catch_up_passes);
-    spdlog::info("{}: {}; catching up from every peer before {}", kind,
+    spdlog::info("{}: {}; catching up from every peer before {}", words.kind,
                  st.settings.list_changed
                    ? "the cluster list changed (what this node gained is "
                      "handed off from the nodes that hold it)"
+                 : st.settings.started_empty
+                   ? "the data directory is empty"
                    : "the last stop was not clean (or never happened)",
-                 waits);
+                 words.waits);
     self->send(self, catch_up_atom::value, false);
   } else {
-    st.settings.catching_up->store(false);
+    set_catching_up(false);
     if (st.caught_up)
       caf::anon_send(st.caught_up, caught_up_atom::value);
   }

@@ -25,18 +25,8 @@ namespace {
 using timeline_sync_impl = timeline_sync_actor::extend<
   caf::reacts_to<catch_up_atom, bool>, caf::reacts_to<repair_atom>>;
 
-struct timeline_sync_state {
+struct timeline_sync_state : repair_state<timeline_replica_store_actor> {
   static inline const char* name = "timeline_sync";
-  std::shared_ptr<storage::database> db;
-  timeline_replica_store_actor local;
-  caf::actor caught_up;
-  timeline_sync_settings settings;
-  /// Each peer's gateway by its index in the cluster list, when known.
-  std::vector<node_actor> peers;
-  std::unique_ptr<sync_rounds> rounds;
-  bool retry_scheduled = false;
-  std::unique_ptr<key_release> release;
-  std::vector<release_promise> release_waiters;
 };
 
 using sync_pointer = timeline_sync_impl::stateful_pointer<timeline_sync_state>;
@@ -228,22 +218,14 @@ void release(sync_pointer self) {
 timeline_sync_impl::behavior_type
 timeline_sync(sync_pointer self, std::shared_ptr<storage::database> db,
               timeline_replica_store_actor local, caf::actor caught_up,
-              timeline_sync_settings settings) {
-  auto& st = self->state;
-  st.db = std::move(db);
-  st.local = std::move(local);
-  st.caught_up = std::move(caught_up);
-  st.settings = std::move(settings);
-  st.peers.resize(st.settings.map.size());
-  st.release = std::make_unique<key_release>(
-    "rooms", "rooms", released_kind::rooms, st.settings.counters,
-    [self](const caf::error& err) { return self->system().render(err); });
-  answer_releases_at_exit(self);
-  start_sync_rounds(self, "rooms", "rooms", "taking part in rounds",
-                    "taking part in rounds",
-                    [self](std::size_t peer, sync_rounds::report_fn done) {
-                      exchange(self, peer, std::move(done));
-                    });
+              repair_settings settings) {
+  start_repair(self, std::move(db), std::move(local), std::move(caught_up),
+               std::move(settings),
+               {"rooms", "rooms", "rooms", released_kind::rooms,
+                "taking part in rounds", "taking part in rounds"},
+               [self](std::size_t peer, sync_rounds::report_fn done) {
+                 exchange(self, peer, std::move(done));
+               });
   return {
     [self](replica_atom, room_atom, digest_atom, uint64_t asked_under,
            uint64_t asker) -> caf::result<std::vector<room_listing>> {
@@ -291,7 +273,7 @@ timeline_sync_actor
 spawn_timeline_sync(caf::actor_system& sys,
                     std::shared_ptr<storage::database> db,
                     timeline_replica_store_actor local, caf::actor caught_up,
-                    timeline_sync_settings settings) {
+                    repair_settings settings) {
   auto actor = sys.spawn<caf::detached>(timeline_sync, std::move(db),
                                         std::move(local), std::move(caught_up),
                                         std::move(settings));

@@ -64,36 +64,6 @@ using timeline_sync_actor = room_listing_requests::extend<
   /// A release pass now (key_release.hpp): rooms dropped, still held.
   caf::replies_to<release_keys_atom>::with<uint64_t, uint64_t>>;
 
-struct timeline_sync_settings {
-  cluster_map map;
-  /// This node's index in `map`.
-  std::size_t self = 0;
-  std::size_t replicas = 3;
-  /// How long a peer may take to answer one step of an exchange.
-  caf::timespan timeout;
-  /// Between two periodic repairs; 0 for none.
-  caf::timespan interval;
-  /// Between two attempts to catch up with the peers still missing.
-  caf::timespan retry;
-  /// Whether to catch up first (no clean-stop mark was found, or the
-  /// cluster list changed).
-  bool catch_up = false;
-  /// Set while catching up (read by this node's coordinator and endpoint).
-  std::shared_ptr<std::atomic<bool>> catching_up;
-  std::shared_ptr<peer_counters> counters;
-  /// Whether the catch-up is for a changed cluster list (this node may
-  /// have gained keys): what its log says.
-  bool list_changed = false;
-  /// The lists peers serve under: rooms this node no longer replicates
-  /// are dropped only while it serves under its own list alone (null:
-  /// never dropped); a peer's handoff request tells it what that peer
-  /// serves (`learn_asker_list`).
-  std::shared_ptr<serving_lists> lists = nullptr;
-  /// Passes of the catch-up over every peer (cluster_list.hpp,
-  /// `catch_up_passes`): two under a list the peers may not know yet.
-  int catch_up_passes = 1;
-};
-
 /// Spawns it detached over the node's database and its stored timeline
 /// (installs go through it); `caught_up` receives `caught_up_atom` once
 /// the catch-up completed (at once without one).
@@ -101,6 +71,6 @@ timeline_sync_actor
 spawn_timeline_sync(caf::actor_system& sys,
                     std::shared_ptr<storage::database> db,
                     timeline_replica_store_actor local, caf::actor caught_up,
-                    timeline_sync_settings settings);
+                    repair_settings settings);
 
 } // namespace coalesce

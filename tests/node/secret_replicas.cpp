@@ -353,7 +353,7 @@ struct fixture {
                   caf::timespan interval = 0s, actor local = {}) {
     auto buffer = local ? actor_cast<secret_buffer_actor>(local) : buffer_of(i);
     install_repair(i,
-                   {map, i, 3, 10s, interval, 100ms, catch_up, false,
+                   {map, i, 3, 10s, interval, 100ms, catch_up, nullptr,
                     counters},
                    buffer, caught_up);
   }
@@ -370,7 +370,7 @@ struct fixture {
                                      = nullptr) {
     install_repair(i,
                    {list, self, replica_count, 10s, 0s, 100ms, catch_up,
-                    false, counters, false, std::move(lists)},
+                    nullptr, counters, false, std::move(lists)},
                    buffer_of(i), caught_up);
     return repairs.back();
   }
@@ -379,7 +379,7 @@ struct fixture {
     return release_pass_of(sys, repair);
   }
 
-  void install_repair(std::size_t i, secret_sync_settings settings,
+  void install_repair(std::size_t i, repair_settings settings,
                       secret_buffer_actor buffer, actor caught_up) {
     auto repair = spawn_secret_sync(sys, replicas[i].services->database(),
                                     buffer, caught_up, std::move(settings));
@@ -1015,7 +1015,7 @@ CAF_TEST(a catch up of two passes compares with every peer twice) {
   add_repair(1, false);
   add_repair(2, false);
   install_repair(0,
-                 {map, 0, 3, 10s, 0s, 100ms, true, false, counters, false,
+                 {map, 0, 3, 10s, 0s, 100ms, true, nullptr, counters, false,
                   nullptr, 2},
                  buffer_of(0), actor_cast<actor>(told));
   introduce_repairs();
@@ -1264,7 +1264,7 @@ CAF_TEST(a node drops the chats it lost to a joining node once their replicas ho
   // While a peer still serves the old list, node 0 drops nothing.
   auto joint = spawn_secret_sync(
     sys, replicas[0].services->database(), buffer_of(0), {},
-    {new_list, 0, 2, 10s, 0s, 100ms, false, false, counters, false,
+    {new_list, 0, 2, 10s, 0s, 100ms, false, nullptr, counters, false,
      serving_lists::fixed({old_list})});
   repairs.push_back(joint);
   introduce_peers(joint, 0,

@@ -308,7 +308,7 @@ struct fixture {
                              std::size_t replica_count = 3,
                              std::shared_ptr<serving_lists> lists = nullptr,
                              bool list_changed = false) {
-    session_sync_settings settings{list ? *list : map,
+    repair_settings settings{list ? *list : map,
                                    list ? self : i,
                                    replica_count,
                                    10s,
