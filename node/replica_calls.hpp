@@ -20,6 +20,7 @@
 #include <coalesce/messages/capture_stamp.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/routing_key.hpp>
+#include <coalesce/node/coordinator_settings.hpp>
 #include <coalesce/node/serving_lists.hpp>
 
 /// What the coordinators of replicated keys share (sessions:
@@ -205,11 +206,27 @@ inline uint64_t next_ballot(capture_clock& ballots, uint32_t self,
   return std::max(ballots.next(self), above_seen);
 }
 
-// The coordinator's side of one request. `Self`'s state holds `local` (this
-// node's replica), `settings` (`map`, `self`, `replicas`, `timeout`,
-// `counters`), `peers` (the gateways by index), `failing` (by index),
-// `extra_nodes` (the nodes past the list's end) and a static `kind` naming
-// the replicated data in the log ("sessions").
+/// What a coordinator of either kind keeps; `Local` is this node's replica
+/// (a session I/O actor, the timeline store).
+template <class Local>
+struct coordinator_base {
+  Local local;
+  coordinator_settings settings;
+  /// Each peer's gateway by its index in the cluster list; null while the
+  /// peer watch does not know it up.
+  std::vector<node_actor> peers;
+  std::vector<bool> failing;
+  /// The nodes past the end of the list, named by other lists in use.
+  std::vector<node_endpoint> extra_nodes;
+  key_queues queues;
+  open_calls calls;
+  /// Ballots: microseconds with this node's index in the low bits.
+  capture_clock ballots;
+};
+
+// The coordinator's side of one request. `Self`'s state is a
+// `coordinator_base` with a static `kind` naming the replicated data in the
+// log ("sessions").
 
 /// The node at `node`: in this node's list, or past its end one of the
 /// nodes only another list served by a peer names (`extra_nodes`).

@@ -42,25 +42,14 @@ struct coordination {
   uint64_t lists = 0;
 };
 
-struct coordinator_state {
+struct coordinator_state
+  : replica_calls::coordinator_base<session_replica_io_actor> {
   static inline const char* name = "session_coordinator";
   /// What the replicas' log lines call the data.
   static inline const char* kind = "sessions";
-  session_replica_io_actor local;
-  session_replica_settings settings;
-  /// Each peer's gateway by its index in the cluster list; null while the
-  /// peer watch does not know it up.
-  std::vector<node_actor> peers;
-  std::vector<bool> failing;
-  /// The nodes past the end of the list, named by other lists in use.
-  std::vector<node_endpoint> extra_nodes;
   std::unordered_map<std::string, coordination> sessions;
-  replica_calls::key_queues queues;
-  replica_calls::open_calls calls;
   /// Writes to each peer, sent in batches.
   replica_calls::peer_batches<session_delta, replica_answer> batches;
-  /// Ballots: microseconds with this node's index in the low bits.
-  capture_clock ballots;
 };
 
 using coordinator_pointer
@@ -596,7 +585,7 @@ void claim_call(coordinator_pointer self, const std::string& session,
 
 session_coordinator_actor::behavior_type
 session_coordinator(coordinator_pointer self, session_replica_io_actor local,
-                    session_replica_settings settings) {
+                    coordinator_settings settings) {
   auto& st = self->state;
   st.local = std::move(local);
   st.peers.resize(settings.map.size());
@@ -798,7 +787,7 @@ session_replica_endpoint(session_replica_endpoint_actor::pointer self,
 std::vector<session_coordinator_actor>
 spawn_session_coordinators(caf::actor_system& sys,
                            const std::vector<session_replica_io_actor>& local,
-                           const session_replica_settings& settings) {
+                           const coordinator_settings& settings) {
   std::vector<session_coordinator_actor> result;
   for (const auto& io : local)
     result.push_back(sys.spawn(session_coordinator, io, settings));
@@ -856,7 +845,7 @@ bool replicated_sessions::stop(caf::actor_system& sys, caf::timespan limit) {
 replicated_sessions
 start_replicated_sessions(caf::actor_system& sys,
                           const std::vector<session_replica_io_actor>& local,
-                          const session_replica_settings& settings,
+                          const coordinator_settings& settings,
                           session_persister_options options) {
   replicated_sessions result;
   result.coordinators = spawn_session_coordinators(sys, local, settings);

@@ -16,6 +16,7 @@
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/messages/session_replica_interface.hpp>
+#include <coalesce/node/coordinator_settings.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/serving_lists.hpp>
 
@@ -66,32 +67,12 @@ using session_coordinator_actor = session_io_actor::extend<
   caf::reacts_to<peer_up_atom, uint64_t, node_actor>,
   caf::reacts_to<peer_down_atom, uint64_t>>;
 
-struct session_replica_settings {
-  cluster_map map;
-  /// This node's index in `map`.
-  std::size_t self = 0;
-  std::size_t replicas = 3;
-  /// How long a replica may take to answer.
-  caf::timespan timeout;
-  /// Where it counts the requests it sends other replicas and their
-  /// failures (the node's stats).
-  std::shared_ptr<peer_counters> counters;
-  /// Set while this node's replica catches up from its peers
-  /// (coalesce/node/session_sync.hpp): it then answers no read, neither of
-  /// its coordinators nor of its peers'; null for never.
-  std::shared_ptr<const std::atomic<bool>> catching_up;
-  /// The other lists peers serve under, whose majorities count too while
-  /// the list changes (coalesce/node/serving_lists.hpp); null for this
-  /// node's list alone.
-  std::shared_ptr<const serving_lists> lists;
-};
-
 /// One coordinator in front of each local I/O actor, at the same index (the
 /// persister spreads sessions over them as over its I/O actors).
 std::vector<session_coordinator_actor>
 spawn_session_coordinators(caf::actor_system& sys,
                            const std::vector<session_replica_io_actor>& local,
-                           const session_replica_settings& settings);
+                           const coordinator_settings& settings);
 
 /// A clustered node's sessions: a persister of its own over one
 /// coordinator per local I/O actor, and the endpoint its peers reach the
@@ -115,7 +96,7 @@ struct replicated_sessions {
 replicated_sessions
 start_replicated_sessions(caf::actor_system& sys,
                           const std::vector<session_replica_io_actor>& local,
-                          const session_replica_settings& settings,
+                          const coordinator_settings& settings,
                           session_persister_options options);
 
 /// What the gateway hands the replica requests of other nodes'

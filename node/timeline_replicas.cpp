@@ -40,22 +40,12 @@ struct room_coordination {
   uint64_t lists = 0;
 };
 
-struct coordinator_state {
+struct coordinator_state
+  : replica_calls::coordinator_base<timeline_replica_store_actor> {
   static inline const char* name = "timeline_coordinator";
   /// What the replicas' log lines call the data.
   static inline const char* kind = "rooms";
-  timeline_replica_store_actor local;
-  room_replica_settings settings;
-  /// Each peer's gateway by its index in the cluster list; null while the
-  /// peer watch does not know it up.
-  std::vector<node_actor> peers;
-  std::vector<bool> failing;
-  /// The nodes past the end of the list, named by other lists in use.
-  std::vector<node_endpoint> extra_nodes;
   std::unordered_map<std::string, room_coordination> rooms;
-  replica_calls::key_queues queues;
-  replica_calls::open_calls calls;
-  capture_clock ballots;
 };
 
 using coordinator_pointer
@@ -555,7 +545,7 @@ caf::error check_room(const std::string& room) {
 timeline_coordinator_actor::behavior_type
 timeline_coordinator(coordinator_pointer self,
                      timeline_replica_store_actor local,
-                     room_replica_settings settings) {
+                     coordinator_settings settings) {
   auto& st = self->state;
   st.local = std::move(local);
   st.peers.resize(settings.map.size());
@@ -753,7 +743,7 @@ room_replica_endpoint(timeline_replica_requests::pointer self,
 timeline_coordinator_actor
 spawn_timeline_coordinator(caf::actor_system& sys,
                            timeline_replica_store_actor local,
-                           room_replica_settings settings) {
+                           coordinator_settings settings) {
   return sys.spawn(timeline_coordinator, std::move(local),
                    std::move(settings));
 }
@@ -792,7 +782,7 @@ void replicated_rooms::stop(caf::actor_system& sys, caf::timespan limit) {
 replicated_rooms
 start_replicated_rooms(caf::actor_system& sys,
                        timeline_replica_store_actor local,
-                       const room_replica_settings& settings,
+                       const coordinator_settings& settings,
                        backfill_scheduler_options scheduler) {
   replicated_rooms result;
   // A caller in this process may be a cluster client that fails over when

@@ -16,6 +16,7 @@
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/messages/timeline_replica_interface.hpp>
+#include <coalesce/node/coordinator_settings.hpp>
 #include <coalesce/node/peer_watch.hpp>
 #include <coalesce/node/serving_lists.hpp>
 
@@ -59,29 +60,10 @@ using timeline_coordinator_actor = timeline_requests::extend<
   caf::reacts_to<peer_up_atom, uint64_t, node_actor>,
   caf::reacts_to<peer_down_atom, uint64_t>>;
 
-struct room_replica_settings {
-  cluster_map map;
-  /// This node's index in `map`.
-  std::size_t self = 0;
-  std::size_t replicas = 3;
-  /// How long a replica may take to answer.
-  caf::timespan timeout;
-  /// Where it counts the requests it sends other replicas and their
-  /// failures (the node's stats).
-  std::shared_ptr<peer_counters> counters;
-  /// Set while this node's replica catches up from its peers
-  /// (coalesce/node/timeline_sync.hpp); null for never.
-  std::shared_ptr<const std::atomic<bool>> catching_up;
-  /// The other lists peers serve under, whose majorities count too while
-  /// the list changes (coalesce/node/serving_lists.hpp); null for this
-  /// node's list alone.
-  std::shared_ptr<const serving_lists> lists;
-};
-
 timeline_coordinator_actor
 spawn_timeline_coordinator(caf::actor_system& sys,
                            timeline_replica_store_actor local,
-                           room_replica_settings settings);
+                           coordinator_settings settings);
 
 /// What the gateway hands the replica requests of other nodes'
 /// coordinators: to the local timeline. While `catching_up` is set,
@@ -112,7 +94,7 @@ struct replicated_rooms {
 replicated_rooms
 start_replicated_rooms(caf::actor_system& sys,
                        timeline_replica_store_actor local,
-                       const room_replica_settings& settings,
+                       const coordinator_settings& settings,
                        backfill_scheduler_options scheduler);
 
 } // namespace coalesce
