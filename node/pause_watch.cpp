@@ -13,9 +13,9 @@ pause_watch::pause_watch(std::shared_ptr<serving_lists> lists,
 }
 
 void pause_watch::continued(clock::time_point now) {
-  // Woken before it ran: a coordinator reading the view between the two
-  // still sees it stale.
   lists_->woke(now);
+  // After `woke`: a coordinator reading the view between the two still
+  // sees it stale.
   lists_->ran(now, longest_stall);
   last_tick_ = now;
   spdlog::warn("this node was stopped and continued (SIGCONT): its "
@@ -26,17 +26,16 @@ void pause_watch::continued(clock::time_point now) {
 void pause_watch::tick(clock::time_point now) {
   auto gap = now - last_tick_;
   last_tick_ = now;
-  if (gap <= longest_stall) {
-    lists_->ran(now, longest_stall);
-    return;
+  if (gap > longest_stall) {
+    lists_->woke(now);
+    spdlog::warn("this node did not run for {} ms (a stall or a frozen "
+                 "machine): its coordinators take no request until every "
+                 "peer answered again",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(gap)
+                   .count());
   }
-  lists_->woke(now);
+  // After `woke`, as above.
   lists_->ran(now, longest_stall);
-  spdlog::warn("this node did not run for {} ms (a stall or a frozen "
-               "machine): its coordinators take no request until every peer "
-               "answered again",
-               std::chrono::duration_cast<std::chrono::milliseconds>(gap)
-                 .count());
 }
 
 } // namespace coalesce

@@ -38,9 +38,9 @@ public:
 
   /// The longest gap between two ticks that is no stall: four ticks. Not
   /// tied to `peer-timeout`: a stall need only be shorter than the
-  /// quickest change of the list to matter (the membership campaign's took
-  /// 1.3 s), and a main thread kept from running for a second is rare
-  /// enough that re-asking the peers then costs little.
+  /// quickest change of the list to matter (the membership campaign's
+  /// quickest took 1.1 s), and a main thread kept from running for a second
+  /// is rare enough that re-asking the peers then costs little.
   static constexpr clock::duration longest_stall = 4 * tick_interval;
 
   /// Watches for `lists`, the first tick at `now`.

@@ -279,7 +279,8 @@ void on_repair(Self* self) {
   self->delayed_send(self, st.settings.interval, repair_atom::value);
 }
 
-/// The words a repair's log lines and counters use.
+/// The words a repair's log lines and counters use: string literals (the
+/// catch-up keeps them past the start).
 struct repair_words {
   /// The repaired data ("rooms").
   const char* kind;
@@ -327,25 +328,24 @@ void start_repair(Self* self, std::shared_ptr<storage::database> db,
   };
   if (st.settings.catch_up && st.settings.map.size() > 1) {
     set_catching_up(true);
-    std::string what = words.kind;
-    std::string counted = words.unit;
-    std::string then = words.serves;
     // Under a list its peers may not know yet, the first pass tells every
     // peer which list this node serves now (learn_asker_list); the second
     // finds what they answered before they learned it.
     st.rounds->start_catch_up(
       every_peer(st.settings.map.size(), st.settings.self),
-      [self, set_catching_up, what, counted,
-       then](uint64_t repaired, std::chrono::milliseconds took) {
+      [self, set_catching_up, words](uint64_t repaired,
+                                     std::chrono::milliseconds took) {
         set_catching_up(false);
         if (self->state.settings.started_empty)
           spdlog::info("{}: refilled the empty data directory from its "
                        "peers: {} {} in {} ms; {}",
-                       what, repaired, counted, took.count(), then);
+                       words.kind, repaired, words.unit, took.count(),
+                       words.serves);
         else
           spdlog::info("{}: caught up from every peer: {} {} repaired in {} "
                        "ms; {}",
-                       what, repaired, counted, took.count(), then);
+                       words.kind, repaired, words.unit, took.count(),
+                       words.serves);
         if (self->state.caught_up)
           caf::anon_send(self->state.caught_up, caught_up_atom::value);
       },
