@@ -80,6 +80,8 @@ auto forwarder(gateway_pointer self, Handle service, type_list<Atom, Args...>,
                         "this node does not host that service");
     if (auto refusal = refuse_foreign_key(self, atom, args...))
       return std::move(*refusal);
+    if (auto refusal = refuse_uncounted(self, args...))
+      return std::move(*refusal);
     return self->delegate(service, atom, std::move(args)...);
   };
 }
@@ -229,6 +231,27 @@ caf::result<caf::message> refuse_unknown(caf::scheduled_actor*,
                     "the node serves no such request");
 }
 
+/// The refusal of a replica request (one that carries a `list_stamp`)
+/// whose coordinator did not count every list this node counts; none for
+/// any other request.
+template <class... Args>
+std::optional<caf::error> refuse_uncounted(gateway_pointer self,
+                                           const Args&... args) {
+  const auto& check = self->state.replicas.uncounted;
+  std::optional<caf::error> result;
+  if (!check)
+    return result;
+  if constexpr (sizeof...(Args) > 0) {
+    auto one = [&](const auto& x) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(x)>, list_stamp>)
+        if (!result)
+          result = check(x);
+    };
+    (one(args), ...);
+  }
+  return result;
+}
+
 /// Refuses a repair request when no repair actor serves it here or the
 /// node is shutting down; otherwise none.
 std::optional<caf::error> refuse_sync(gateway_pointer self) {
@@ -254,6 +277,8 @@ auto replica_forwarder(gateway_pointer self, Target target, const char* kept,
       return make_error(errc::invalid_request,
                         std::string{"this node keeps no replicas of "}
                           + kept);
+    if (auto refusal = refuse_uncounted(self, args...))
+      return std::move(*refusal);
     return self->delegate(handle, std::move(args)...);
   };
 }
@@ -283,7 +308,7 @@ node_actor::behavior_type node_gateway(gateway_pointer self,
     replica_forwarders(self, &replica_endpoints::session_sync, "sessions",
                        signatures_in<session_listing_requests>{}),
     replica_forwarders(self, &replica_endpoints::room_replicas, "rooms",
-                       signatures_in<timeline_replica_requests>{}),
+                       signatures_in<room_replica_endpoint_actor>{}),
     replica_forwarders(self, &replica_endpoints::room_sync, "rooms",
                        signatures_in<room_listing_requests>{}),
     std::make_tuple([self](stats_atom) { return gather_stats(self); },

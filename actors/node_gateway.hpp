@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <caf/error.hpp>
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -147,8 +149,12 @@ struct replica_endpoints {
   session_listing_requests session_sync;
   /// Rooms' replica requests and their repair
   /// (coalesce/node/timeline_replicas.hpp, timeline_sync.hpp).
-  timeline_replica_requests room_replicas;
+  room_replica_endpoint_actor room_replicas;
   room_listing_requests room_sync;
+  /// The refusal of a replica request whose coordinator did not count
+  /// every cluster list this node counts (its `list_stamp`), or none;
+  /// null: none ever (a node alone).
+  std::function<std::optional<caf::error>(const list_stamp&)> uncounted;
 };
 
 /// A gateway in front of the services `services` points at, which must be

@@ -637,14 +637,19 @@ secret_buffer(buffer_pointer self, secret_drain_actor drain,
     },
     // A replica's copies: the buffer alone is one replica; passing them on
     // is the coordinator's (coalesce/node/secret_replicas.hpp).
-    [self](replica_atom, std::vector<secret_entry>& entries) {
+    // Which lists the coordinator counted is its node's gateway's to check.
+    [self](replica_atom, std::vector<secret_entry>& entries,
+           const list_stamp&) {
       return queue_entries(self, std::move(entries));
     },
-    [self](replica_atom, const std::vector<secret_key>& keys) {
+    [self](replica_atom, const std::vector<secret_key>& keys,
+           const list_stamp&) {
       return lookup_many(self, keys);
     },
     [self](flush_atom) { return flush(self); },
-    [self](replica_atom, flush_atom) { return flush(self); },
+    [self](replica_atom, flush_atom, const list_stamp&) {
+      return flush(self);
+    },
     [self](replica_atom, drop_atom, std::vector<secret_write>& rows) {
       // The drain worker is the family's one writer: a batch it writes
       // before the drop changes the rows, so they stay; one after it

@@ -726,6 +726,16 @@ route(output<Output>, client_pointer, replica_atom, Verb, Args&...) {
                     "client");
 }
 
+/// Nor do the replicas of secrets (a copy, a lookup or a flush, each with
+/// the lists its coordinator counted).
+template <class Output, class Part>
+std::enable_if_t<!is_replica_verb<Part>, caf::result<Output>>
+route(output<Output>, client_pointer, replica_atom, Part&, list_stamp&) {
+  return make_error(errc::not_permitted,
+                    "replicas talk node to node, not through a cluster "
+                    "client");
+}
+
 /// The handler of one request of `node_actor`.
 template <class Atom, class... Args, class Output>
 auto router(client_pointer self, type_list<Atom, Args...>,

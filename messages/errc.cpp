@@ -51,6 +51,40 @@ std::optional<refusing_list> list_of_refusal(const caf::error& err) {
                        ctx.get_as<std::vector<std::string>>(2)};
 }
 
+caf::error make_lists_not_counted(std::string sentence,
+                                  std::vector<std::vector<std::string>> lists) {
+  // One vector, each list's nodes closed by an empty entry: a vector of
+  // vectors is no type CAF 0.17 serializes unannounced.
+  std::vector<std::string> flat;
+  for (auto& list : lists) {
+    for (auto& node : list)
+      flat.push_back(std::move(node));
+    flat.emplace_back();
+  }
+  return caf::error{static_cast<uint8_t>(errc::lists_not_counted),
+                    errc_category,
+                    caf::make_message(std::move(sentence), std::move(flat))};
+}
+
+std::optional<std::vector<std::vector<std::string>>>
+uncounted_lists_of(const caf::error& err) {
+  if (!err || err.category() != errc_category
+      || err.code() != static_cast<uint8_t>(errc::lists_not_counted))
+    return std::nullopt;
+  const auto& ctx = err.context();
+  if (!ctx.match_elements<std::string, std::vector<std::string>>())
+    return std::nullopt;
+  std::vector<std::vector<std::string>> lists(1);
+  for (const auto& node : ctx.get_as<std::vector<std::string>>(1)) {
+    if (node.empty())
+      lists.emplace_back();
+    else
+      lists.back().push_back(node);
+  }
+  lists.pop_back(); // what follows the last list's end
+  return lists;
+}
+
 std::string render_errc(uint8_t code, caf::atom_value,
                         const caf::message& ctx) {
   auto result = describe(static_cast<errc>(code));

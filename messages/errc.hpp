@@ -78,6 +78,11 @@ enum class errc : uint8_t {
   /// captures it had acknowledged, so it answers no read alone; the
   /// coordinator asks the other replicas.
   catching_up = 22,
+  /// A replica refused a coordinator's request: the coordinator did not
+  /// count a majority under every cluster list the replica serves under
+  /// or sees served (`list_stamp`); the refusal names those lists, and the
+  /// coordinator counts them from then on.
+  lists_not_counted = 23,
 };
 
 /// Each error's name (logs, tests) and the sentence it renders as; one row
@@ -120,6 +125,8 @@ inline constexpr errc_text errc_texts[] = {
     "no majority of the key's replicas answered"},
   {errc::catching_up, "catching_up",
     "this replica is still catching up from its peers"},
+  {errc::lists_not_counted, "lists_not_counted",
+    "the coordinator did not count every cluster list in use"},
 };
 
 constexpr bool errc_texts_in_order() {
@@ -159,6 +166,16 @@ caf::error make_not_replica(std::string sentence, refusing_list list);
 
 /// The list `err` names when it is a `not_replica` refusal that carries one.
 std::optional<refusing_list> list_of_refusal(const caf::error& err);
+
+/// A `lists_not_counted` refusal: renders as `make_error(errc::
+/// lists_not_counted, sentence)` does, and carries `lists` (each one's
+/// nodes, "host:port", in list order) for `uncounted_lists_of`.
+caf::error make_lists_not_counted(std::string sentence,
+                                  std::vector<std::vector<std::string>> lists);
+
+/// The lists `err` names when it is a `lists_not_counted` refusal.
+std::optional<std::vector<std::vector<std::string>>>
+uncounted_lists_of(const caf::error& err);
 
 /// Renders a coalesce error for `actor_system_config::add_error_category`.
 std::string render_errc(uint8_t code, caf::atom_value, const caf::message& ctx);

@@ -239,7 +239,7 @@ using node_actor = typename all_services::apply<composed_requests>::type::
                   /// requests.
                   caf::replies_to<shutdown_atom>::with<ok_atom>>::
     template extend_with<secret_sync_requests, session_replica_endpoint_actor,
-                       session_listing_requests, timeline_replica_requests,
+                       session_listing_requests, room_replica_endpoint_actor,
                        room_listing_requests>;
 
 /// Whether a shutting-down node still serves `Service`'s requests with verb

@@ -6,6 +6,8 @@
 
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 /// What the replicas of every replicated service share (sessions:
 /// session_replica_interface.hpp, rooms: timeline_replica_interface.hpp):
@@ -49,6 +51,49 @@ typename Inspector::result_type inspect(Inspector& f, handoff_asker& x) {
   return f(caf::meta::type_name("handoff_asker"), x.version, x.nodes,
            x.asker, x.replicas);
 }
+
+/// The cluster lists a coordinator counted majorities under when it sent
+/// a replica request, each as its `cluster_map::fingerprint` (its own list
+/// first). A replica's gateway refuses the request when it lacks a list
+/// the replica serves under or sees a peer of its list serve under
+/// (`errc::lists_not_counted`, naming them): a coordinator that has not
+/// learned of a list in use (paused, or a node being removed, which no
+/// handoff request tells) then gets no majority from the replicas that
+/// have, and learns the list from the refusal.
+struct list_stamp {
+  std::vector<uint64_t> lists;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, list_stamp& x) {
+  return f(caf::meta::type_name("list_stamp"), x.lists);
+}
+
+template <class Signature>
+struct stamped_signature;
+
+template <class... Inputs, class... Outputs>
+struct stamped_signature<caf::typed_mpi<caf::detail::type_list<Inputs...>,
+                                        caf::output_tuple<Outputs...>>> {
+  using type =
+    typename caf::replies_to<Inputs..., list_stamp>::template with<Outputs...>;
+};
+
+template <class Interface>
+struct stamped_interface;
+
+template <class... Signatures>
+struct stamped_interface<caf::typed_actor<Signatures...>> {
+  using type
+    = caf::typed_actor<typename stamped_signature<Signatures>::type...>;
+};
+
+/// `Interface` as a node's gateway serves it to its peers' coordinators:
+/// every request with a `list_stamp` last. The replica behind the gateway
+/// serves `Interface` itself, and a coordinator asks its own node's
+/// replica without one.
+template <class Interface>
+using stamped_t = typename stamped_interface<Interface>::type;
 
 /// How a replica took a request.
 enum class replica_outcome : uint8_t {

@@ -7,6 +7,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <coalesce/messages/atoms.hpp>
+#include <coalesce/messages/replica_protocol.hpp>
 #include <coalesce/messages/secret_buffer_stats.hpp>
 #include <coalesce/messages/secret_entry.hpp>
 #include <coalesce/messages/service_descriptor.hpp>
@@ -28,14 +29,17 @@ using secret_buffer_requests = caf::typed_actor<
     std::vector<secret_lookup>>,
   /// A coordinator's copy of captures for this replica (a cluster with
   /// `coalesce.replicas` above 1): queued like `queue`, passed on to no
-  /// other node.
-  caf::replies_to<replica_atom, std::vector<secret_entry>>::with<ok_atom>,
+  /// other node. Each replica request carries the lists its coordinator
+  /// counted (`list_stamp`: a node's gateway refuses one that lacks a list
+  /// the node counts; a buffer itself ignores it).
+  caf::replies_to<replica_atom, std::vector<secret_entry>,
+                  list_stamp>::with<ok_atom>,
   /// This replica's own answer to a coordinator's lookup, in key order.
-  caf::replies_to<replica_atom, std::vector<secret_key>>::with<
+  caf::replies_to<replica_atom, std::vector<secret_key>, list_stamp>::with<
     std::vector<secret_lookup>>,
   /// A coordinator's flush of this replica alone (`flush` on a clustered
   /// node flushes every node).
-  caf::replies_to<replica_atom, flush_atom>::with<ok_atom>,
+  caf::replies_to<replica_atom, flush_atom, list_stamp>::with<ok_atom>,
   caf::replies_to<flush_atom>::with<ok_atom>,
   /// A flush that answers an error naming the failure if the data is not
   /// durable within the deadline; the data stays pending and is retried.
@@ -83,7 +87,8 @@ struct secret_buffer_descriptor {
     message_type<secret_write>{"coalesce.secret_write"},
     message_type<secret_lookup>{"coalesce.secret_lookup"},
     message_type<stored_secret>{"coalesce.stored_secret"},
-    message_type<secret_buffer_stats>{"coalesce.secret_buffer_stats"});
+    message_type<secret_buffer_stats>{"coalesce.secret_buffer_stats"},
+    message_type<list_stamp>{"coalesce.list_stamp"});
 
   /// A chat's secrets live on the chat's replicas; the one a request
   /// reaches coordinates it.
@@ -104,11 +109,13 @@ struct secret_buffer_descriptor {
   }
 
   static each_key routed_by(replica_atom,
-                            const std::vector<secret_entry>& xs) {
+                            const std::vector<secret_entry>& xs,
+                            const list_stamp&) {
     return each_key::of(key_kind::chat, xs, &secret_entry::chat);
   }
 
-  static each_key routed_by(replica_atom, const std::vector<secret_key>& xs) {
+  static each_key routed_by(replica_atom, const std::vector<secret_key>& xs,
+                            const list_stamp&) {
     return each_key::of(key_kind::chat, xs, &secret_key::chat);
   }
 
@@ -116,7 +123,7 @@ struct secret_buffer_descriptor {
   static every_node routed_by(flush_atom, const Deadline&...) {
     return {};
   }
-  static every_node routed_by(replica_atom, flush_atom) {
+  static every_node routed_by(replica_atom, flush_atom, const list_stamp&) {
     return {};
   }
 

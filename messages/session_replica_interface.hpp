@@ -169,9 +169,10 @@ using session_replica_batch_requests = caf::typed_actor<
     std::vector<replica_answer>>>;
 
 /// What a node serves its peers' coordinators of sessions through its
-/// gateway.
+/// gateway: each request with the lists its coordinator counted.
 using session_replica_endpoint_actor
-  = session_replica_requests::extend_with<session_replica_batch_requests>;
+  = stamped_t<session_replica_requests::extend_with<
+    session_replica_batch_requests>>;
 
 /// What a replica that catches up or repairs asks each peer
 /// (coalesce/node/session_sync.hpp).

@@ -179,6 +179,10 @@ using timeline_replica_requests = caf::typed_actor<
   caf::replies_to<replica_atom, room_atom, image_atom, std::string,
                   uint64_t>::with<room_suffix>>;
 
+/// What a node serves its peers' coordinators of rooms through its
+/// gateway: each request with the lists its coordinator counted.
+using room_replica_endpoint_actor = stamped_t<timeline_replica_requests>;
+
 /// What a replica that catches up or repairs asks each peer
 /// (coalesce/node/timeline_sync.hpp).
 using room_listing_requests = caf::typed_actor<

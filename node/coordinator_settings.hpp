@@ -31,7 +31,7 @@ struct coordinator_settings {
   /// The other lists peers serve under, whose majorities count too while
   /// the list changes (serving_lists.hpp); null for this node's list
   /// alone.
-  std::shared_ptr<const serving_lists> lists;
+  std::shared_ptr<serving_lists> lists;
 };
 
 } // namespace coalesce

@@ -6,7 +6,7 @@
 
 namespace coalesce {
 
-bool may_release(bool catching_up, const serving_lists* lists) {
+bool may_release(bool catching_up, serving_lists* lists) {
   if (catching_up || lists == nullptr)
     return false;
   auto view = lists->current();

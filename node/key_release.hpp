@@ -52,7 +52,7 @@ enum class released_kind : std::size_t { secrets = 0, sessions = 1, rooms = 2 };
 /// Whether a node may drop keys it no longer replicates: it is not
 /// catching up, and its view of the lists in use (null: never) is settled
 /// with no list but its own.
-bool may_release(bool catching_up, const serving_lists* lists);
+bool may_release(bool catching_up, serving_lists* lists);
 
 class key_release {
 public:

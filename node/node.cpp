@@ -25,6 +25,7 @@
 #include <coalesce/node/secret_replicas.hpp>
 #include <coalesce/node/secret_sync.hpp>
 #include <coalesce/node/services.hpp>
+#include <coalesce/node/serving_lists.hpp>
 #include <coalesce/node/session_persister_service.hpp>
 #include <coalesce/node/session_replicas.hpp>
 #include <coalesce/node/session_sync.hpp>
@@ -303,6 +304,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
     = caf::actor_cast<session_listing_requests>(session_repair);
   endpoints.room_replicas = rooms.endpoint;
   endpoints.room_sync = caf::actor_cast<room_listing_requests>(room_repair);
+  if (lists)
+    endpoints.uncounted = uncounted_check(cluster, lists);
   auto gateway = spawn_node_gateway(
     sys, handles, settings.cluster.foreign_owner(cluster, self_index),
     counters, std::move(endpoints));

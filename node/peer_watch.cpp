@@ -16,6 +16,8 @@ namespace {
 
 using redial_atom = caf::atom_constant<caf::atom("redial")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
+/// The lists a replica's refusal named changed what the coordinators count.
+using named_atom = caf::atom_constant<caf::atom("named")>;
 
 struct peer {
   node_endpoint where;
@@ -292,12 +294,18 @@ caf::behavior peer_watch(watch_pointer self, cluster_map map, std::size_t own,
                          redial_atom::value, index);
     }
   });
+  // Weak: the view lives as long as the coordinators that hold it.
+  st.lists->on_named([watch = caf::actor_cast<caf::weak_actor_ptr>(self)] {
+    if (auto strong = caf::actor_cast<caf::actor>(watch))
+      caf::anon_send(strong, named_atom::value);
+  });
   for (std::size_t index = 0; index < st.peers.size(); ++index)
     dial(self, index);
   self->delayed_send(self, settings.ping_interval, ping_atom::value);
   return {
     [self](redial_atom, std::size_t index) { dial(self, index); },
     [self](ping_atom) { ping(self); },
+    [self](named_atom) { report_lists(self); },
   };
 }
 

@@ -368,10 +368,46 @@ void count_failure(Self* self, std::size_t node, const std::string& why) {
   }
 }
 
+/// The stamp of a replica request sent now: the lists this node counts.
+template <class Self>
+list_stamp stamp_now(Self* self) {
+  auto view = lists_in_use(self);
+  return stamp_of(self->state.settings.map, view.get());
+}
+
+/// Whether `err` is replica `node`'s refusal of a request whose lists did
+/// not include every one it counts (`errc::lists_not_counted`): this
+/// node's coordinators count those lists from now on (a round counted
+/// without them is answered ok no more: `lists_moved_on`). Such a refusal
+/// is no failure of the peer.
+template <class Self>
+bool learn_uncounted(Self* self, std::size_t node, const caf::error& err) {
+  auto named = uncounted_lists_of(err);
+  if (!named)
+    return false;
+  const auto& settings = self->state.settings;
+  if (!settings.lists)
+    return true;
+  std::vector<std::string> own;
+  for (const auto& x : settings.map.nodes())
+    own.push_back(x.text());
+  named->erase(std::remove(named->begin(), named->end(), own), named->end());
+  for (const auto& list : settings.lists->lists_named(std::move(*named))) {
+    std::string text;
+    for (const auto& x : list)
+      text += (text.empty() ? "" : ", ") + x;
+    spdlog::info("{}: replica {} counts cluster list {} that this node's "
+                 "coordinators did not: they count it too from now on",
+                 std::decay_t<decltype(self->state)>::kind,
+                 node_text(self, node), text);
+  }
+  return true;
+}
+
 /// Sends `node` one replica request (`replica_atom, xs...`): to the local
 /// replica, or to the peer's gateway (connecting first when the peer watch
-/// knows none), counting it and its failure; then `answered(answer)` or
-/// `failed(why)`.
+/// knows none) with the lists this node counts (`list_stamp`), counting it
+/// and its failure; then `answered(answer)` or `failed(why)`.
 template <class Answer, class Self, class Answered, class Failed, class... Ts>
 void ask(Self* self, std::size_t node, Answered answered, Failed failed,
          Ts... xs) {
@@ -392,16 +428,20 @@ void ask(Self* self, std::size_t node, Answered answered, Failed failed,
   const auto& where = node_at(self, node);
   with_peer_gateway(
     self, st.peers, node, where.host, where.port, st.settings.timeout,
-    [self, node, answered, on_failure, xs...](const node_actor& gateway) {
+    [self, node, answered, failed, on_failure,
+     xs...](const node_actor& gateway) {
       self->request(gateway, self->state.settings.timeout,
-                    replica_atom::value, xs...)
+                    replica_atom::value, xs..., stamp_now(self))
         .then(
           [self, node, answered](Answer& answer) mutable {
             self->state.failing[node] = false;
             answered(answer);
           },
-          [self, on_failure](caf::error& err) mutable {
-            on_failure(render_failure(self, err));
+          [self, node, failed, on_failure](caf::error& err) mutable {
+            if (learn_uncounted(self, node, err))
+              failed(render_failure(self, err));
+            else
+              on_failure(render_failure(self, err));
           });
     },
     on_failure);
@@ -477,19 +517,23 @@ void send_batch(Self* self, std::size_t node, Verb verb) {
     if (!peer.waiting.empty())
       send_batch<Answer>(self, node, verb);
   };
-  auto fail_all = [self, node, callers, next](const std::string& why) {
-    count_failure(self, node, why);
+  auto refused = [callers, next](const std::string& why) {
     for (auto& caller : *callers)
       caller.failed(why);
     next();
   };
+  auto fail_all = [self, node, refused](const std::string& why) {
+    count_failure(self, node, why);
+    refused(why);
+  };
   const auto& where = node_at(self, node);
   with_peer_gateway(
     self, st.peers, node, where.host, where.port, st.settings.timeout,
-    [self, node, verb, callers, next, fail_all,
+    [self, node, verb, callers, next, fail_all, refused,
      items = std::move(items)](const node_actor& gateway) mutable {
       self->request(gateway, self->state.settings.timeout,
-                    replica_atom::value, verb, std::move(items))
+                    replica_atom::value, verb, std::move(items),
+                    stamp_now(self))
         .then(
           [self, node, callers, next,
            fail_all](std::vector<Answer>& answers) mutable {
@@ -504,8 +548,11 @@ void send_batch(Self* self, std::size_t node, Verb verb) {
               (*callers)[i].answered(answers[i]);
             next();
           },
-          [self, fail_all](caf::error& err) mutable {
-            fail_all(render_failure(self, err));
+          [self, node, fail_all, refused](caf::error& err) mutable {
+            if (learn_uncounted(self, node, err))
+              refused(render_failure(self, err));
+            else
+              fail_all(render_failure(self, err));
           });
     },
     fail_all);

@@ -265,11 +265,14 @@ void send_message(replicas_pointer self, std::size_t node,
     if (box.under_way == 0 || self->state.failing[node])
       send_copies(self, node);
   };
-  auto fail_all = [self, node, parts, next](const std::string& why) {
-    count_failure(self, node, why);
+  auto refused = [parts, next](const std::string& why) {
     for (auto& part : *parts)
       part.failed(why);
     next();
+  };
+  auto fail_all = [self, node, refused](const std::string& why) {
+    count_failure(self, node, why);
+    refused(why);
   };
   auto timeout = std::max<caf::timespan>(
     std::chrono::duration_cast<caf::timespan>(
@@ -277,10 +280,11 @@ void send_message(replicas_pointer self, std::size_t node,
     std::chrono::milliseconds{1});
   with_peer(
     self, node,
-    [self, node, timeout, parts, next, fail_all,
+    [self, node, timeout, parts, next, fail_all, refused,
      entries = std::move(entries)](const node_actor& gateway) mutable {
       self
-        ->request(gateway, timeout, replica_atom::value, std::move(entries))
+        ->request(gateway, timeout, replica_atom::value, std::move(entries),
+                  replica_calls::stamp_now(self))
         .then(
           [self, node, parts, next](ok_atom) mutable {
             self->state.failing[node] = false;
@@ -288,8 +292,11 @@ void send_message(replicas_pointer self, std::size_t node,
               part.answered();
             next();
           },
-          [self, fail_all](caf::error& err) mutable {
-            fail_all(render_failure(self, err));
+          [self, node, fail_all, refused](caf::error& err) mutable {
+            if (replica_calls::learn_uncounted(self, node, err))
+              refused(render_failure(self, err));
+            else
+              fail_all(render_failure(self, err));
           });
     },
     fail_all);
@@ -320,9 +327,10 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
         on_failure(node_index, "is catching up from its peers");
         continue;
       }
-      // In process, it always answers (back-pressure may take a while).
+      // In process, it always answers (back-pressure may take a while);
+      // no gateway checks its stamp.
       self->request(st.local, caf::infinite, replica_atom::value,
-                    std::move(part))
+                    std::move(part), list_stamp{})
         .then([on_answer, node_index](Answer& answer) mutable {
                 on_answer(node_index, answer);
               },
@@ -352,18 +360,23 @@ void to_replicas(replicas_pointer self, const replica_plan& plan,
       };
       with_peer(
         self, node,
-        [self, part = std::move(part), on_answer, node_index,
+        [self, part = std::move(part), on_answer, on_failure, node_index,
          failed](const node_actor& gateway) mutable {
           self
             ->request(gateway, self->state.settings.timeout,
-                      replica_atom::value, std::move(part))
+                      replica_atom::value, std::move(part),
+                      replica_calls::stamp_now(self))
             .then(
               [self, on_answer, node_index](Answer& answer) mutable {
                 self->state.failing[node_index] = false;
                 on_answer(node_index, answer);
               },
-              [self, failed](caf::error& err) mutable {
-                failed(render_failure(self, err));
+              [self, on_failure, node_index,
+               failed](caf::error& err) mutable {
+                if (replica_calls::learn_uncounted(self, node_index, err))
+                  on_failure(node_index, render_failure(self, err));
+                else
+                  failed(render_failure(self, err));
               });
         },
         failed);
@@ -599,6 +612,7 @@ caf::result<ok_atom> flush_replicas(replicas_pointer self,
       answered_by(node);
     };
     auto errored = [self, failed, node](caf::error& err) mutable {
+      replica_calls::learn_uncounted(self, node, err);
       failed(node, render_failure(self, err));
     };
     if (node == settings.self) {
@@ -619,7 +633,9 @@ caf::result<ok_atom> flush_replicas(replicas_pointer self,
     with_peer(
       self, node,
       [self, timeout, answered, errored](const node_actor& gateway) mutable {
-        self->request(gateway, timeout, replica_atom::value, flush_atom::value)
+        self
+          ->request(gateway, timeout, replica_atom::value, flush_atom::value,
+                    replica_calls::stamp_now(self))
           .then(answered, errored);
       },
       [failed, node](const std::string& why) mutable { failed(node, why); });
@@ -683,18 +699,21 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
                   });
       return promise;
     },
-    [self](replica_atom, std::vector<secret_entry>& entries) {
+    // Which lists the coordinator counted (`list_stamp`) the gateway
+    // checked.
+    [self](replica_atom, std::vector<secret_entry>& entries,
+           list_stamp& stamp) {
       return self->delegate(self->state.local, replica_atom::value,
-                            std::move(entries));
+                            std::move(entries), std::move(stamp));
     },
-    [self](replica_atom, std::vector<secret_key>& keys)
+    [self](replica_atom, std::vector<secret_key>& keys, list_stamp& stamp)
       -> caf::result<std::vector<secret_lookup>> {
       if (self->state.settings.catching_up)
         return make_error(errc::catching_up,
                           "it restarted without a clean stop and answers no "
                           "read until it has compared with every peer");
       return self->delegate(self->state.local, replica_atom::value,
-                            std::move(keys));
+                            std::move(keys), std::move(stamp));
     },
     [self](flush_atom) -> caf::result<ok_atom> {
       if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
@@ -708,7 +727,7 @@ secret_replicas(replicas_pointer self, secret_buffer_actor local,
         return std::move(*refusal);
       return flush_replicas(self, deadline);
     },
-    [self](replica_atom, flush_atom) {
+    [self](replica_atom, flush_atom, const list_stamp&) {
       return self->delegate(self->state.local, flush_atom::value);
     },
     [self](seal_atom) {

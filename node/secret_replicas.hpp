@@ -91,7 +91,7 @@ struct secret_replica_settings {
   /// The other lists peers serve under, whose majorities count too while
   /// the list changes (coalesce/node/serving_lists.hpp); null for this
   /// node's list alone.
-  std::shared_ptr<const serving_lists> lists;
+  std::shared_ptr<serving_lists> lists;
 };
 
 secret_replicas_actor spawn_secret_replicas(caf::actor_system& sys,

@@ -251,7 +251,7 @@ void send_rows(sync_pointer self, const Handle& to,
     ++state->open;
     self
       ->request(to, self->state.settings.timeout, replica_atom::value,
-                std::move(part))
+                std::move(part), stamp_now(self->state.settings))
       .then(
         [state, done](ok_atom) {
           if (--state->open == 0 && !state->decided) {

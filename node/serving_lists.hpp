@@ -12,7 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include <caf/error.hpp>
+
 #include <coalesce/client/cluster_map.hpp>
+#include <coalesce/messages/errc.hpp>
+#include <coalesce/messages/replica_protocol.hpp>
 
 /// The cluster lists a node's coordinators count majorities under: its own,
 /// and every other list a peer of its list serves under (joint quorums).
@@ -37,6 +41,16 @@
 /// is not answered ok (`replica_calls::lists_generation`), and the catch-up
 /// runs a second pass once every peer knows.
 ///
+/// A replica also checks what a coordinator counted: each replica request
+/// carries the lists its coordinator counted (`list_stamp`), and a node's
+/// gateway refuses one that lacks a list the node serves under or sees a
+/// peer of its list serve under (`refuse_uncounted`), naming them. The
+/// coordinator counts the lists such a refusal names from then on
+/// (`lists_named`, for `max_silence` after the last refusal that named
+/// each), so that a coordinator that did not learn of a change (paused,
+/// or a node being removed, which no handoff request reaches) gets no
+/// majority from replicas that did, whatever the timing.
+///
 /// The peer watch writes it (what each peer's answers to its pings name);
 /// the coordinators read it on each round. Until every peer was asked once
 /// (answered, or failed to) since this node started, the node cannot know
@@ -59,9 +73,19 @@
 namespace coalesce {
 
 struct serving_view {
-  /// Lists other than this node's that peers of its list serve under,
-  /// each once.
+  /// Lists other than this node's that its coordinators count, each once:
+  /// those peers of its list serve under, and those replicas' refusals
+  /// named lately.
   std::vector<cluster_map> others;
+  /// Each of `others`'s fingerprint, in its order.
+  std::vector<uint64_t> others_fingerprints;
+  /// Of `others`, those peers of its list serve under: what this node's
+  /// gateway refuses a replica request whose coordinator did not count
+  /// (the lists a refusal named go no further, or two nodes could keep
+  /// naming a list to each other long after anyone served it).
+  std::vector<cluster_map> served;
+  /// Each of `served`'s fingerprint, in its order.
+  std::vector<uint64_t> served_fingerprints;
   /// Whether every peer was asked once since start.
   bool settled = false;
   /// One more with every change of `others` or `settled`: a coordinator
@@ -102,9 +126,52 @@ public:
     return result;
   }
 
-  std::shared_ptr<const serving_view> current() const {
+  std::shared_ptr<const serving_view> current() {
+    std::unique_lock<std::mutex> guard{mtx_};
+    auto forgot = forget_named();
+    auto view = view_;
+    guard.unlock();
+    if (forgot)
+      tell_named();
+    return view;
+  }
+
+  /// Calls `f` (not under the view's lock) after each change of the lists
+  /// replicas' refusals named (`lists_named`, or one forgotten): the peer
+  /// watch then reports what the coordinators count.
+  void on_named(std::function<void()> f) {
     std::lock_guard<std::mutex> guard{mtx_};
-    return view_;
+    on_named_ = std::move(f);
+  }
+
+  /// A replica refused a request because its coordinator did not count
+  /// `lists` (each one's nodes, "host:port", in list order; none of them
+  /// this node's own): its coordinators count them for `max_silence`
+  /// (from the last refusal that named each; for good when that is zero).
+  /// Returns those it did not count before.
+  std::vector<std::vector<std::string>>
+  lists_named(std::vector<std::vector<std::string>> lists) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    std::vector<std::vector<std::string>> added;
+    auto now = now_();
+    for (auto& list : lists) {
+      if (list.empty())
+        continue;
+      auto known = std::find_if(named_.begin(), named_.end(),
+                                [&](const auto& x) { return x.first == list; });
+      if (known != named_.end()) {
+        known->second = now;
+        continue;
+      }
+      added.push_back(list);
+      named_.emplace_back(std::move(list), now);
+    }
+    if (added.empty())
+      return added;
+    publish();
+    guard.unlock();
+    tell_named();
+    return added;
   }
 
   /// Peer `peer` answered an ask made at `asked_at` that it serves `nodes`
@@ -234,26 +301,71 @@ private:
     publish();
   }
 
+  void tell_named() {
+    std::function<void()> f;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      f = on_named_;
+    }
+    if (f)
+      f();
+  }
+
+  /// Drops the lists refusals named that no refusal named for longer
+  /// than `max_silence_`; returns whether it dropped one.
+  bool forget_named() {
+    if (named_.empty() || max_silence_ == clock::duration::zero())
+      return false;
+    auto now = now_();
+    auto before = named_.size();
+    named_.erase(std::remove_if(named_.begin(), named_.end(),
+                                [&](const auto& x) {
+                                  return now - x.second > max_silence_;
+                                }),
+                 named_.end());
+    if (named_.size() == before)
+      return false;
+    publish();
+    return true;
+  }
+
   void publish() {
     auto next = std::make_shared<serving_view>();
     next->settled = true;
     for (bool asked : asked_)
       next->settled = next->settled && asked;
     std::vector<std::vector<std::string>> seen;
+    auto add = [&](const std::vector<std::string>& list, bool served) {
+      if (std::find(seen.begin(), seen.end(), list) != seen.end())
+        return;
+      seen.push_back(list);
+      cluster_map parsed;
+      if (cluster_map::parse(list, "a peer's cluster list", parsed))
+        return;
+      next->others_fingerprints.push_back(parsed.fingerprint());
+      if (served) {
+        next->served_fingerprints.push_back(parsed.fingerprint());
+        next->served.push_back(parsed);
+      }
+      next->others.push_back(std::move(parsed));
+    };
     for (const auto& list : lists_) {
       // A peer that names no list (started without `coalesce.cluster`)
       // keeps no replica of anything.
-      if (!list || list->empty())
-        continue;
-      if (std::find(seen.begin(), seen.end(), *list) != seen.end())
-        continue;
-      seen.push_back(*list);
-      cluster_map parsed;
-      if (!cluster_map::parse(*list, "a peer's cluster list", parsed))
-        next->others.push_back(std::move(parsed));
+      if (list && !list->empty())
+        add(*list, true);
     }
-    if (next->settled == view_->settled && same_lists(next->others))
+    for (const auto& [list, at] : named_)
+      add(list, false);
+    if (next->settled == view_->settled && same_lists(next->others)) {
+      // Which of them peers serve changes what this node refuses, not
+      // what its coordinators count: no new generation.
+      if (next->served_fingerprints != view_->served_fingerprints) {
+        next->generation = view_->generation;
+        view_ = std::move(next);
+      }
       return;
+    }
     next->generation = view_->generation + 1;
     view_ = std::move(next);
   }
@@ -280,7 +392,70 @@ private:
   clock::duration ran_gap_{};
   const clock::duration max_silence_;
   const time_source now_;
+  /// The lists replicas' refusals named, each with when one last did.
+  std::vector<std::pair<std::vector<std::string>, clock::time_point>> named_;
+  std::function<void()> on_named_;
   std::shared_ptr<const serving_view> view_;
 };
+
+/// The stamp of a replica request a coordinator of `own` sends while it
+/// counts `view` (null: `own` alone).
+inline list_stamp stamp_of(const cluster_map& own, const serving_view* view) {
+  list_stamp stamp;
+  stamp.lists.push_back(own.fingerprint());
+  if (view != nullptr)
+    stamp.lists.insert(stamp.lists.end(), view->others_fingerprints.begin(),
+                       view->others_fingerprints.end());
+  return stamp;
+}
+
+/// The refusal of a replica request stamped `stamp` by a node serving
+/// under `own` and seeing `view` served, when the stamp lacks one of those
+/// lists (named in full, its own first); none otherwise.
+inline std::optional<caf::error> refuse_uncounted(const cluster_map& own,
+                                                  uint64_t own_fingerprint,
+                                                  const serving_view& view,
+                                                  const list_stamp& stamp) {
+  auto counted = [&](uint64_t fingerprint) {
+    return std::find(stamp.lists.begin(), stamp.lists.end(), fingerprint)
+           != stamp.lists.end();
+  };
+  bool all = counted(own_fingerprint);
+  for (auto fingerprint : view.served_fingerprints)
+    all = all && counted(fingerprint);
+  if (all)
+    return std::nullopt;
+  std::vector<std::vector<std::string>> lists;
+  std::string text;
+  auto name = [&](const cluster_map& list) {
+    std::vector<std::string> nodes;
+    for (const auto& node : list.nodes())
+      nodes.push_back(node.text());
+    std::string names;
+    for (const auto& node : nodes)
+      names += (names.empty() ? "" : ", ") + node;
+    text += (lists.empty() ? "[" : " and [") + names + "]";
+    lists.push_back(std::move(nodes));
+  };
+  name(own);
+  for (const auto& list : view.served)
+    name(list);
+  return make_lists_not_counted(
+    "this replica counts majorities under the cluster lists " + text
+      + " (its own first), and the coordinator did not count each: it "
+        "counts them from now on, and the request may be made again",
+    std::move(lists));
+}
+
+/// The check a node's gateway makes of each replica request's stamp: the
+/// node serves under `own` and `lists` tells what its peers serve under.
+inline std::function<std::optional<caf::error>(const list_stamp&)>
+uncounted_check(cluster_map own, std::shared_ptr<serving_lists> lists) {
+  auto fingerprint = own.fingerprint();
+  return [own = std::move(own), fingerprint,
+          lists = std::move(lists)](const list_stamp& stamp) {
+    return refuse_uncounted(own, fingerprint, *lists->current(), stamp);
+  };
+}
 
 } // namespace coalesce

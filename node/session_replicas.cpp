@@ -716,25 +716,29 @@ session_replica_endpoint(session_replica_endpoint_actor::pointer self,
                       "peers");
   };
   return {
+    // Which lists the coordinator counted is the gateway's to check
+    // (`list_stamp`); the I/O actors never see it.
     [=](replica_atom atom, prepare_atom verb, std::string& session,
-        uint64_t ballot) -> caf::result<replica_answer> {
+        uint64_t ballot, const list_stamp&) -> caf::result<replica_answer> {
       if (auto refusal = reads_refused())
         return std::move(*refusal);
       auto io = io_for(session);
       return self->delegate(io, atom, verb, std::move(session), ballot);
     },
     [=](replica_atom atom, claim_atom verb, std::string& session,
-        uint64_t ballot, uint64_t generation, std::string& claimant) {
+        uint64_t ballot, uint64_t generation, std::string& claimant,
+        const list_stamp&) {
       auto io = io_for(session);
       return self->delegate(io, atom, verb, std::move(session), ballot,
                             generation, std::move(claimant));
     },
-    [=](replica_atom atom, write_atom verb, session_delta& delta) {
+    [=](replica_atom atom, write_atom verb, session_delta& delta,
+        const list_stamp&) {
       auto io = io_for(delta.session);
       return self->delegate(io, atom, verb, std::move(delta));
     },
-    [=](replica_atom atom, write_atom verb, std::vector<session_delta>& deltas)
-      -> caf::result<std::vector<replica_answer>> {
+    [=](replica_atom atom, write_atom verb, std::vector<session_delta>& deltas,
+        const list_stamp&) -> caf::result<std::vector<replica_answer>> {
       if (deltas.empty())
         return std::vector<replica_answer>{};
       // Each to its session's I/O actor, which groups them into one
@@ -764,16 +768,17 @@ session_replica_endpoint(session_replica_endpoint_actor::pointer self,
       return promise;
     },
     [=](replica_atom atom, install_atom verb, uint64_t ballot,
-        session_image& image) {
+        session_image& image, const list_stamp&) {
       auto io = io_for(image.session);
       return self->delegate(io, atom, verb, ballot, std::move(image));
     },
-    [=](replica_atom atom, image_atom verb, std::string& session) {
+    [=](replica_atom atom, image_atom verb, std::string& session,
+        const list_stamp&) {
       auto io = io_for(session);
       return self->delegate(io, atom, verb, std::move(session));
     },
-    [=](replica_atom atom, version_atom verb, std::string& session)
-      -> caf::result<replica_answer> {
+    [=](replica_atom atom, version_atom verb, std::string& session,
+        const list_stamp&) -> caf::result<replica_answer> {
       if (auto refusal = reads_refused())
         return std::move(*refusal);
       auto io = io_for(session);

@@ -79,7 +79,7 @@ void pull(sync_pointer self, node_actor gateway,
   auto fail = [done](caf::error& err) { done(std::move(err)); };
   self
     ->request(gateway, timeout, replica_atom::value, image_atom::value,
-              session)
+              session, stamp_now(self->state.settings))
     .then(
       [=](session_image& image) {
         self
@@ -178,7 +178,8 @@ void release(sync_pointer self) {
       auto mine = x.version;
       self
         ->request(gateway, self->state.settings.timeout, replica_atom::value,
-                  version_atom::value, x.session)
+                  version_atom::value, x.session,
+                  stamp_now(self->state.settings))
         .then(
           [done, mine](replica_answer& theirs) {
             done(holds_at_least(theirs.version, mine));

@@ -85,6 +85,13 @@ struct repair_settings {
   bool started_empty = false;
 };
 
+/// The stamp of a repair's request to a peer's replicas: the lists this
+/// node counts now (a peer refuses a request without one it counts).
+inline list_stamp stamp_now(const repair_settings& settings) {
+  auto view = settings.lists ? settings.lists->current() : nullptr;
+  return stamp_of(settings.map, view.get());
+}
+
 class sync_rounds {
 public:
   /// What an exchange reports: what it repaired, or why it failed.

@@ -708,8 +708,8 @@ timeline_coordinator(coordinator_pointer self,
 
 // -- the endpoint ------------------------------------------------------------------
 
-timeline_replica_requests::behavior_type
-room_replica_endpoint(timeline_replica_requests::pointer self,
+room_replica_endpoint_actor::behavior_type
+room_replica_endpoint(room_replica_endpoint_actor::pointer self,
                       timeline_replica_store_actor local,
                       std::shared_ptr<const std::atomic<bool>> catching) {
   auto refused = [catching]() -> std::optional<caf::error> {
@@ -719,20 +719,22 @@ room_replica_endpoint(timeline_replica_requests::pointer self,
                       "this replica of rooms is catching up from its peers");
   };
   return {
+    // Which lists the coordinator counted is the gateway's to check
+    // (`list_stamp`); the store never sees it.
     [=](replica_atom a, room_atom r, prepare_atom verb, std::string& room,
-        uint64_t ballot) -> caf::result<room_answer> {
+        uint64_t ballot, const list_stamp&) -> caf::result<room_answer> {
       if (auto refusal = refused())
         return std::move(*refusal);
       return self->delegate(local, a, r, verb, std::move(room), ballot);
     },
     [=](replica_atom a, room_atom r, append_atom verb, uint64_t ballot,
-        room_suffix& part) -> caf::result<room_answer> {
+        room_suffix& part, const list_stamp&) -> caf::result<room_answer> {
       if (auto refusal = refused())
         return std::move(*refusal);
       return self->delegate(local, a, r, verb, ballot, std::move(part));
     },
     [=](replica_atom a, room_atom r, image_atom verb, std::string& room,
-        uint64_t from) {
+        uint64_t from, const list_stamp&) {
       return self->delegate(local, a, r, verb, std::move(room), from);
     },
   };
@@ -748,7 +750,7 @@ spawn_timeline_coordinator(caf::actor_system& sys,
                    std::move(settings));
 }
 
-timeline_replica_requests
+room_replica_endpoint_actor
 spawn_room_replica_endpoint(caf::actor_system& sys,
                             timeline_replica_store_actor local,
                             std::shared_ptr<const std::atomic<bool>>

@@ -69,7 +69,7 @@ spawn_timeline_coordinator(caf::actor_system& sys,
 /// coordinators: to the local timeline. While `catching_up` is set,
 /// `prepare` and `append` are refused errc::catching_up (images, which
 /// peers repairing themselves read, are served).
-timeline_replica_requests
+room_replica_endpoint_actor
 spawn_room_replica_endpoint(caf::actor_system& sys,
                             timeline_replica_store_actor local,
                             std::shared_ptr<const std::atomic<bool>>
@@ -80,7 +80,7 @@ spawn_room_replica_endpoint(caf::actor_system& sys,
 /// the coordinator (the node's backfills).
 struct replicated_rooms {
   timeline_coordinator_actor coordinator;
-  timeline_replica_requests endpoint;
+  room_replica_endpoint_actor endpoint;
   backfill_scheduler_actor scheduler;
 
   /// What the peer watch reports to.

@@ -87,7 +87,8 @@ void pull(sync_pointer self, node_actor gateway,
   auto fail = [done](caf::error& err) { done(std::move(err)); };
   self
     ->request(gateway, timeout, replica_atom::value, room_atom::value,
-              image_atom::value, x.room, x.from)
+              image_atom::value, x.room, x.from,
+              stamp_now(self->state.settings))
     .then(
       [=](room_suffix& part) {
         const auto& x = (*wanted)[next];
@@ -197,7 +198,8 @@ void release(sync_pointer self) {
       auto mine = x.version;
       self
         ->request(gateway, self->state.settings.timeout, replica_atom::value,
-                  room_atom::value, image_atom::value, x.room, mine.head)
+                  room_atom::value, image_atom::value, x.room, mine.head,
+                  stamp_now(self->state.settings))
         .then(
           [done, mine](room_suffix& theirs) {
             done(holds_at_least(theirs, mine));

@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 #include <caf/test/unit_test.hpp>
 
+#include <coalesce/actors/node_gateway.hpp>
 #include <coalesce/client/cluster_map.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/routing_key.hpp>
@@ -79,6 +80,22 @@ inline std::string key_not_on(const cluster_map& list, std::size_t node,
     if (!on)
       return key;
   }
+}
+
+/// A gateway in front of a replica's services (`handles`) and its replica
+/// endpoints (`endpoints`), as the replica serves under `own` with its
+/// peers' lists as `lists` tells them: it refuses a coordinator's request
+/// that did not count each list it counts.
+inline node_actor gateway_counting(caf::actor_system& sys,
+                                   const service_handles& handles,
+                                   replica_endpoints endpoints,
+                                   const cluster_map& own,
+                                   std::shared_ptr<serving_lists> lists,
+                                   std::shared_ptr<const peer_counters>
+                                     counters = {}) {
+  endpoints.uncounted = uncounted_check(own, std::move(lists));
+  return spawn_node_gateway(sys, handles, {}, std::move(counters),
+                            std::move(endpoints));
 }
 
 /// What the replicas' test gates answer to: open (pass what they hold and

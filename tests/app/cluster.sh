@@ -728,6 +728,47 @@ test_a_handoff_interrupted_by_sigkill_completes_once_its_nodes_are_back() {
   stop_cluster
 }
 
+# A node being removed is no peer of the new list's nodes: no handoff
+# request tells it of the change. Its peers refuse its first request
+# counted without the new list, naming it, and it counts both lists from
+# then on (operating.md, "Replicas check what a coordinator counted"), long
+# before its pings would tell it (node 2's every 40 s with a peer-timeout
+# of 120 s: none within this test).
+test_a_node_being_removed_learns_the_new_list_from_its_peers_refusals() {
+  start_cluster removed- || { CURRENT_OK=0; return; }
+  local log2="$WORK/removed-n2.log" out rc
+  local shrunk="[\"127.0.0.1:${PORTS[0]}\",\"127.0.0.1:${PORTS[1]}\"]"
+  # Node 2 alone pings slowly: restarted cleanly, it needs no catch-up,
+  # and it asks its peers once as it starts.
+  restart_member_listing 2 "$CLUSTER" --coalesce.peer-timeout=120s || { CURRENT_OK=0; return; }
+  check "node 2 heard its peers once restarted" \
+    wait_log_count "$log2" "coordinators count majorities under this node's cluster list alone" 2 30
+  check "a put node 2 coordinates under the three-node list exits 0" \
+    tcli "${PORTS[2]}" --timeout=20s secret put rm@g.us s rm-1 "$(hex32 1)" 0 1700000001
+  # Node 0 restarts under the list without node 2; its catch-up's handoff
+  # request tells node 1, which still serves the old list.
+  restart_member_listing 0 "$shrunk" || { CURRENT_OK=0; return; }
+  wait_caught_up 0 || { CURRENT_OK=0; return; }
+  out=$(tcli "${PORTS[2]}" --timeout=20s secret put rm@g.us s rm-2 "$(hex32 2)" 0 1700000002 2>&1)
+  rc=$?
+  echo "$out" >"$WORK/removed-put.log"
+  check "node 2's next put, counted under its own list alone, is refused (got $rc)" [ "$rc" != 0 ]
+  check "as counted under lists that changed during the request" \
+    grep -q "changed during the request" <<<"$out"
+  check "node 2 logs that it counts the new list from now on" \
+    grep -q "secrets: replica 127.0.0.1:[0-9]* counts cluster list 127.0.0.1:${PORTS[0]}, 127.0.0.1:${PORTS[1]} that this node's coordinators did not" "$log2"
+  check "which no ping told it" bash -c "! grep -q 'serves under cluster list version' '$log2'"
+  check "node 2 counts majorities under both lists" \
+    grep -q '"cluster_lists_counted":2' <<<"$(tcli "${PORTS[2]}" stats)"
+  check "then a put it coordinates, counted under both, exits 0" \
+    tcli "${PORTS[2]}" --timeout=20s secret put rm@g.us s rm-3 "$(hex32 3)" 0 1700000003
+  for i in 1 3; do
+    check "put rm-$i is read back through node 0" \
+      [ "$(tcli "${PORTS[0]}" --timeout=20s secret get rm@g.us s "rm-$i")" = "$(hex32 $i) 170000000$i" ]
+  done
+  stop_cluster
+}
+
 run_test "secrets sessions and backfills are routed to their owners"
 run_test "a killed replica loses no answered secret and its chats stay served"
 run_test "a stopped replica holds up no answer a majority gives"
@@ -738,5 +779,6 @@ run_test "a node paused for a moment says so on waking"
 run_test "each node serves under a versioned list and status shows it"
 run_test "a node that joins is handed off its keys before it serves them"
 run_test "a handoff interrupted by sigkill completes once its nodes are back"
+run_test "a node being removed learns the new list from its peers refusals"
 
 finish_tests

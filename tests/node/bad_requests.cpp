@@ -210,12 +210,12 @@ std::vector<bad_request> secret_rows(mode from) {
   // client's own.
   auto replica_queue = [](v entries) -> send_fn {
     return [entries](scoped_actor& self, const node_actor& node) {
-      return ask(self, node, replica_atom::value, entries);
+      return ask(self, node, replica_atom::value, entries, list_stamp{});
     };
   };
   auto replica_lookup = [](std::vector<secret_key> keys) -> send_fn {
     return [keys](scoped_actor& self, const node_actor& node) {
-      return ask(self, node, replica_atom::value, keys);
+      return ask(self, node, replica_atom::value, keys, list_stamp{});
     };
   };
   // Queues `entry`, then looks it up: the lookup's answer is the row's.
@@ -372,7 +372,7 @@ std::vector<bad_request> secret_rows(mode from) {
                       s,
                       [](scoped_actor& self, const node_actor& node) {
                         return ask(self, node, replica_atom::value,
-                                   flush_atom::value);
+                                   flush_atom::value, list_stamp{});
                       },
                       answered_ok()));
   rows.push_back(refused("flush: a negative deadline", s,
@@ -736,7 +736,8 @@ std::vector<bad_request> node_rows() {
             service::node,
             [](scoped_actor& self, const node_actor& node) {
               return ask(self, node, replica_atom::value,
-                         prepare_atom::value, std::string{"s"}, uint64_t{1});
+                         prepare_atom::value, std::string{"s"}, uint64_t{1},
+                         list_stamp{});
             },
             errc::invalid_request, "keeps no replicas of sessions"),
     refused("session delta: sent to a node that keeps no replicas",
@@ -745,7 +746,7 @@ std::vector<bad_request> node_rows() {
               session_delta delta;
               delta.session = "s";
               return ask(self, node, replica_atom::value, write_atom::value,
-                         delta);
+                         delta, list_stamp{});
             },
             errc::invalid_request, "keeps no replicas of sessions"),
   };

@@ -89,19 +89,20 @@ behavior copy_gate(stateful_actor<copy_gate_state>* self, node_actor target) {
                      std::vector<secret_entry> rows) mutable {
     self
       ->request(self->state.target, infinite, replica_atom::value,
-                std::move(rows))
+                std::move(rows), list_stamp{})
       .then([promise](ok_atom) mutable { promise.deliver(ok_atom::value); },
             [promise](error& err) mutable { promise.deliver(std::move(err)); });
   };
   auto pass_flush = [self](response_promise promise) mutable {
     self
       ->request(self->state.target, infinite, replica_atom::value,
-                flush_atom::value)
+                flush_atom::value, list_stamp{})
       .then([promise](ok_atom) mutable { promise.deliver(ok_atom::value); },
             [promise](error& err) mutable { promise.deliver(std::move(err)); });
   };
   return {
-    [self, pass](replica_atom, std::vector<secret_entry>& rows) mutable {
+    [self, pass](replica_atom, std::vector<secret_entry>& rows,
+                 list_stamp&) mutable {
       auto promise = self->make_response_promise();
       auto& st = self->state;
       st.arrivals.push_back("copy " + std::to_string(rows.size()));
@@ -116,7 +117,7 @@ behavior copy_gate(stateful_actor<copy_gate_state>* self, node_actor target) {
       }
       return promise;
     },
-    [self, pass_flush](replica_atom, flush_atom) mutable {
+    [self, pass_flush](replica_atom, flush_atom, list_stamp&) mutable {
       auto promise = self->make_response_promise();
       auto& st = self->state;
       st.arrivals.push_back("flush");
@@ -194,14 +195,15 @@ behavior copy_tap(stateful_actor<copy_tap_state>* self,
                   secret_buffer_actor target) {
   self->state.target = std::move(target);
   return {
-    [self](replica_atom, std::vector<secret_entry>& rows) {
+    [self](replica_atom, std::vector<secret_entry>& rows,
+           list_stamp& stamp) {
       auto promise = self->make_response_promise();
       std::vector<secret_key> keys;
       for (const auto& row : rows)
         keys.push_back(row.key());
       self
         ->request(self->state.target, infinite, replica_atom::value,
-                  std::move(rows))
+                  std::move(rows), std::move(stamp))
         .then(
           [self, promise, keys](ok_atom) mutable {
             promise.deliver(ok_atom::value);
@@ -315,6 +317,16 @@ struct fixture {
     return result;
   }
 
+  /// Replica `i` behind a gateway of its own serving under `own`, its
+  /// peers' lists as `lists` tells (test::gateway_counting).
+  node_actor gateway_counting(std::size_t i, const cluster_map& own,
+                              std::shared_ptr<serving_lists> lists) {
+    auto result = coalesce::test::gateway_counting(
+      sys, replicas[i].services->handles(), {}, own, std::move(lists));
+    helpers.push_back(actor_cast<actor>(result));
+    return result;
+  }
+
   /// A chat node 3 of `grown` takes from node 2: its replicas are
   /// {0, 1, 2} under `map` and {0, 1, 3} under `grown`.
   std::string chat_moving_to_node_3() const {
@@ -410,7 +422,7 @@ struct fixture {
     secret_lookup result;
     self
       ->request(replicas[i].gateway, 10s, replica_atom::value,
-                std::vector<secret_key>{key})
+                std::vector<secret_key>{key}, list_stamp{})
       .receive([&](std::vector<secret_lookup>& found) { result = found[0]; },
                [&](error& err) { CAF_FAIL(sys.render(err)); });
     return result;
@@ -440,7 +452,7 @@ struct fixture {
     scoped_actor self{sys};
     self
       ->request(replicas[i].gateway, 10s, replica_atom::value,
-                std::move(entries))
+                std::move(entries), list_stamp{})
       .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   }
 
@@ -647,7 +659,8 @@ CAF_TEST(a bad entry is refused whole and fails no other requests copies) {
   anon_send(gate1, open_gate_atom::value);
   CAF_REQUIRE(ask<ok_atom>(coordinating, 10s, flush_atom::value));
   // Passed on after every copy the gate passed: node 1 holds them.
-  self->request(gate1, 10s, replica_atom::value, flush_atom::value)
+  self->request(gate1, 10s, replica_atom::value, flush_atom::value,
+                list_stamp{})
     .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   CAF_CHECK(held_by(1, key_of("b2")).found);
   for (std::size_t i = 0; i < 3; ++i)
@@ -715,7 +728,7 @@ CAF_TEST(a lookup sees what a majority holds though the coordinator missed it) {
   for (std::size_t i : {1, 2})
     self
       ->request(replicas[i].gateway, 10s, replica_atom::value,
-                std::vector<secret_entry>{make_entry("m1", 5)})
+                std::vector<secret_entry>{make_entry("m1", 5)}, list_stamp{})
       .receive([](ok_atom) {}, [&](error& err) { CAF_FAIL(sys.render(err)); });
   CAF_REQUIRE(!held_by(0, key_of("m1")).found);
   auto coordinating = coordinator({replicas[1].gateway, replicas[2].gateway});
@@ -802,6 +815,44 @@ CAF_TEST(a queue a majority took while another list came into use is not answere
   // Queued again, counted under both lists, it is answered.
   anon_send(gate2, open_gate_atom::value);
   CAF_CHECK(ask<ok_atom>(coordinating, 10s, queue_atom::value, entry));
+}
+
+CAF_TEST(replicas that learned of another list refuse lookups and queues counted without it) {
+  // Node 2 counts `map` alone (a node being removed: no handoff request
+  // tells it of a change). Nodes 0 and 1 learn that a peer serves `grown`:
+  // they refuse its lookups and copies, naming both lists, and each
+  // coordinator counts both from then on (session_replicas.cpp replays
+  // the same for sessions).
+  auto first = make_entry("k1", 3);
+  first.chat = key_not_on(grown, 3, key_kind::chat, "c", "@g.us");
+  auto second = make_entry("k2", 4);
+  second.chat = first.chat;
+  std::array<std::shared_ptr<serving_lists>, 2> seen{two_peers_serving(map),
+                                                     two_peers_serving(map)};
+  std::vector<node_actor> peers{gateway_counting(0, map, seen[0]),
+                                gateway_counting(1, map, seen[1]), {}};
+  auto reader_lists = serving_lists::fixed({});
+  auto reader = coordinator_under(buffer_of(2), 2, map, peers, reader_lists);
+  CAF_REQUIRE(ask<ok_atom>(reader, 10s, queue_atom::value, first));
+  for (auto& x : seen)
+    x->peer_serves(0, nodes_of(grown), true);
+  check_refused(sys,
+                ask<secret_lookup>(reader, 10s, lookup_atom::value,
+                                   first.key()),
+                errc::no_quorum, "did not count every cluster list in use");
+  CAF_CHECK_EQUAL(reader_lists->current()->others.size(), 1u);
+  auto found = ask<secret_lookup>(reader, 10s, lookup_atom::value,
+                                  first.key());
+  CAF_REQUIRE(found);
+  CAF_CHECK(found->found);
+  // Another coordinator of node 2 that counts `map` alone queues.
+  auto writer_lists = serving_lists::fixed({});
+  auto writer = coordinator_under(buffer_of(2), 2, map, peers, writer_lists);
+  check_refused(sys, ask<ok_atom>(writer, 10s, queue_atom::value, second),
+                errc::no_quorum, "did not count every cluster list in use");
+  CAF_CHECK_EQUAL(writer_lists->current()->others.size(), 1u);
+  CAF_REQUIRE(ask<ok_atom>(writer, 10s, queue_atom::value, second));
+  CAF_CHECK(held_by(0, second.key()).found);
 }
 
 CAF_TEST(a queue a majority took while its node was paused is not answered ok) {
@@ -1086,12 +1137,14 @@ CAF_TEST(a coordinator catching up counts its own replica out of reads) {
                       std::string::npos);
   // A peer's lookup of this replica alone is refused outright.
   auto alone = ask<std::vector<secret_lookup>>(
-    coordinating, 10s, replica_atom::value, std::vector<secret_key>{key_of("r")});
+    coordinating, 10s, replica_atom::value,
+    std::vector<secret_key>{key_of("r")}, list_stamp{});
   CAF_REQUIRE(!alone);
   CAF_CHECK_EQUAL(code_of(alone.error()), code(errc::catching_up));
   // Copies are still taken while catching up.
   CAF_CHECK(ask<ok_atom>(coordinating, 10s, replica_atom::value,
-                         std::vector<secret_entry>{make_entry("w", 5)}));
+                         std::vector<secret_entry>{make_entry("w", 5)},
+                         list_stamp{}));
   anon_send(coordinating, caught_up_atom::value);
   auto found = ask<secret_lookup>(coordinating, 10s, lookup_atom::value,
                                   key_of("r"));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <coalesce/messages/errc.hpp>
 #include <coalesce/node/key_release.hpp>
 #include <coalesce/node/pause_watch.hpp>
 #include <coalesce/node/serving_lists.hpp>
@@ -18,6 +19,15 @@ using clock_type = serving_lists::clock;
 
 const std::vector<std::string> own_list{"127.0.0.1:4301", "127.0.0.1:4302",
                                         "127.0.0.1:4303"};
+/// `own_list` with a fourth node: the list after one joined.
+const std::vector<std::string> grown_list{"127.0.0.1:4301", "127.0.0.1:4302",
+                                          "127.0.0.1:4303", "127.0.0.1:4304"};
+
+cluster_map parsed(const std::vector<std::string>& nodes) {
+  cluster_map result;
+  CAF_REQUIRE(!cluster_map::parse(nodes, "test", result));
+  return result;
+}
 
 /// A view over two peers that tells time by `now`, which the test moves.
 struct fixture {
@@ -185,6 +195,62 @@ CAF_TEST(a paused node drops no key it lost until it hears its peers again) {
   CAF_CHECK(!may_release(false, &lists));
   both_answer();
   CAF_CHECK(may_release(false, &lists));
+}
+
+CAF_TEST(a list a refusal named is counted until refusals stop naming it) {
+  both_answer();
+  auto before = lists.current()->generation;
+  auto added = lists.lists_named({grown_list});
+  CAF_CHECK_EQUAL(added.size(), 1u);
+  auto view = lists.current();
+  CAF_CHECK_EQUAL(view->generation, before + 1);
+  CAF_REQUIRE_EQUAL(view->others.size(), 1u);
+  CAF_CHECK(view->others[0].nodes() == parsed(grown_list).nodes());
+  // Named, not served: this node refuses no coordinator for it.
+  CAF_CHECK(view->served.empty());
+  // Named again, it counts from then on, and is no new list.
+  now += 8s;
+  CAF_CHECK(lists.lists_named({grown_list}).empty());
+  CAF_CHECK_EQUAL(lists.current()->generation, before + 1);
+  now += 8s;
+  CAF_CHECK_EQUAL(lists.current()->others.size(), 1u);
+  now += 3s;
+  view = lists.current();
+  CAF_CHECK(view->others.empty());
+  CAF_CHECK_EQUAL(view->generation, before + 2);
+}
+
+CAF_TEST(a list a peer serves is one a replica refuses coordinators for) {
+  both_answer();
+  lists.lists_named({grown_list});
+  auto generation = lists.current()->generation;
+  // The named list is served now: counted as before, refused from now on.
+  lists.peer_serves(0, grown_list, true);
+  auto view = lists.current();
+  CAF_CHECK_EQUAL(view->generation, generation);
+  CAF_CHECK_EQUAL(view->others.size(), 1u);
+  CAF_REQUIRE_EQUAL(view->served.size(), 1u);
+  auto own = parsed(own_list);
+  auto grown = parsed(grown_list);
+  auto refusal = refuse_uncounted(own, own.fingerprint(), *view,
+                                  list_stamp{{own.fingerprint()}});
+  CAF_REQUIRE(refusal);
+  CAF_CHECK_EQUAL(refusal->code(),
+                  static_cast<uint8_t>(errc::lists_not_counted));
+  auto named = uncounted_lists_of(*refusal);
+  CAF_REQUIRE(named);
+  CAF_CHECK(*named == (std::vector<std::vector<std::string>>{own_list,
+                                                              grown_list}));
+  // The stamp of a coordinator that counted both, in any order, passes;
+  // one that lacks this node's own list does not.
+  CAF_CHECK(!refuse_uncounted(
+    own, own.fingerprint(), *view,
+    list_stamp{{grown.fingerprint(), own.fingerprint()}}));
+  CAF_CHECK(refuse_uncounted(own, own.fingerprint(), *view,
+                             list_stamp{{grown.fingerprint()}}));
+  // What a coordinator of this node stamps: both.
+  auto stamp = stamp_of(own, view.get());
+  CAF_CHECK(!refuse_uncounted(own, own.fingerprint(), *view, stamp));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -81,7 +81,7 @@ void pass_batch(gate_pointer self,
                 std::vector<session_delta> deltas) {
   auto size = deltas.size();
   self->request(self->state.target, infinite, replica_atom::value,
-                write_atom::value, std::move(deltas))
+                write_atom::value, std::move(deltas), list_stamp{})
     .then(
       [self, promise, size](std::vector<replica_answer>& answers) mutable {
         promise.deliver(std::move(answers));
@@ -106,8 +106,8 @@ behavior write_gate(gate_pointer self, node_actor target, bool open) {
   self->state.target = target;
   self->state.open = open;
   return {
-    [self](replica_atom, write_atom, std::vector<session_delta>& deltas)
-      -> result<std::vector<replica_answer>> {
+    [self](replica_atom, write_atom, std::vector<session_delta>& deltas,
+           list_stamp&) -> result<std::vector<replica_answer>> {
       auto promise = self->make_response_promise<std::vector<replica_answer>>();
       auto& st = self->state;
       if (st.open) {
@@ -143,28 +143,35 @@ behavior write_gate(gate_pointer self, node_actor target, bool open) {
       return *st.waiting;
     },
     [self](replica_atom a, prepare_atom v, std::string& session,
-           uint64_t ballot) {
+           uint64_t ballot, list_stamp& stamp) {
       return self->delegate(self->state.target, a, v, std::move(session),
-                            ballot);
+                            ballot, std::move(stamp));
     },
     [self](replica_atom a, claim_atom v, std::string& session, uint64_t ballot,
-           uint64_t generation, std::string& claimant) {
+           uint64_t generation, std::string& claimant, list_stamp& stamp) {
       return self->delegate(self->state.target, a, v, std::move(session),
-                            ballot, generation, std::move(claimant));
+                            ballot, generation, std::move(claimant),
+                            std::move(stamp));
     },
-    [self](replica_atom a, write_atom v, session_delta& delta) {
-      return self->delegate(self->state.target, a, v, std::move(delta));
+    [self](replica_atom a, write_atom v, session_delta& delta,
+           list_stamp& stamp) {
+      return self->delegate(self->state.target, a, v, std::move(delta),
+                            std::move(stamp));
     },
     [self](replica_atom a, install_atom v, uint64_t ballot,
-           session_image& image) {
+           session_image& image, list_stamp& stamp) {
       return self->delegate(self->state.target, a, v, ballot,
-                            std::move(image));
+                            std::move(image), std::move(stamp));
     },
-    [self](replica_atom a, image_atom v, std::string& session) {
-      return self->delegate(self->state.target, a, v, std::move(session));
+    [self](replica_atom a, image_atom v, std::string& session,
+           list_stamp& stamp) {
+      return self->delegate(self->state.target, a, v, std::move(session),
+                            std::move(stamp));
     },
-    [self](replica_atom a, version_atom v, std::string& session) {
-      return self->delegate(self->state.target, a, v, std::move(session));
+    [self](replica_atom a, version_atom v, std::string& session,
+           list_stamp& stamp) {
+      return self->delegate(self->state.target, a, v, std::move(session),
+                            std::move(stamp));
     },
   };
 }
@@ -191,9 +198,10 @@ behavior claim_gate(stateful_actor<claim_gate_state>* self,
   });
   return {
     [self](replica_atom a, claim_atom v, std::string& session, uint64_t ballot,
-           uint64_t generation, std::string& claimant) -> result<message> {
+           uint64_t generation, std::string& claimant,
+           list_stamp& stamp) -> result<message> {
       auto request = make_message(a, v, std::move(session), ballot, generation,
-                                  std::move(claimant));
+                                  std::move(claimant), std::move(stamp));
       auto& st = self->state;
       ++st.claims;
       if (st.open)
@@ -400,6 +408,18 @@ struct fixture {
     return result.persister;
   }
 
+  /// Replica `i` behind a gateway of its own serving under `own`, its
+  /// peers' lists as `lists` tells (test::gateway_counting).
+  node_actor gateway_counting(std::size_t i, const cluster_map& own,
+                              std::shared_ptr<serving_lists> lists) {
+    replica_endpoints endpoints;
+    endpoints.session_replicas = replicas[i].endpoint;
+    auto result = coalesce::test::gateway_counting(
+      sys, replicas[i].services->handles(), endpoints, own, std::move(lists));
+    others.push_back(actor_cast<actor>(result));
+    return result;
+  }
+
   /// A session whose replicas are {0, 1, 2} under `map` and `grown` alike.
   std::string session_staying_off_node_3() const {
     return key_not_on(grown, 3, key_kind::session, "s");
@@ -458,7 +478,7 @@ struct fixture {
   /// its answer reached the test (each mailbox on the way is in order).
   session_image image_at(std::size_t i, const std::string& session) {
     auto image = ask<session_image>(replicas[i].gateway, replica_atom::value,
-                                    image_atom::value, session);
+                                    image_atom::value, session, list_stamp{});
     CAF_REQUIRE(image);
     return std::move(*image);
   }
@@ -798,7 +818,8 @@ CAF_TEST(a replica that lost what it held catches up before it answers reads) {
   // While it catches up, its replica refuses every read, a peer's too.
   replicas[2].catching_up->store(true);
   auto refused = ask<replica_answer>(replicas[2].gateway, replica_atom::value,
-                                     version_atom::value, std::string{"s"});
+                                     version_atom::value, std::string{"s"},
+                                     list_stamp{});
   CAF_REQUIRE(!refused);
   CAF_CHECK_EQUAL(code_of(refused.error()), code(errc::catching_up));
   scoped_actor waiter{sys};
@@ -1117,6 +1138,60 @@ CAF_TEST(a claim a majority took while another list came into use is made again)
   CAF_CHECK_EQUAL(held.generation, *registered);
   anon_send(gate2, open_gate_atom::value);
   CAF_CHECK(persist_at(n0, session, h, "v1", {row("a", 1)}));
+}
+
+CAF_TEST(a coordinator that missed a list change gets no majority from replicas that count it) {
+  // A node being removed, or one paused while the others changed lists,
+  // counts its own list alone, and no handoff request tells it otherwise.
+  // Nodes 0 and 1 restarted under `grown` and see node 2 serve `map`: they
+  // refuse its requests, naming both lists, and it counts both from then
+  // on, whatever its pings told it.
+  auto session = session_staying_off_node_3();
+  std::vector<node_actor> peers{
+    gateway_counting(0, grown, serving_lists::fixed({map})),
+    gateway_counting(1, grown, serving_lists::fixed({map})), {}};
+  auto lists = serving_lists::fixed({});
+  auto n2 = node_under(2, map, peers, lists, 10s);
+  auto h = handle();
+  check_refused(sys, register_at(n2, session, h), errc::no_quorum,
+                "did not count every cluster list in use");
+  auto view = lists->current();
+  CAF_REQUIRE_EQUAL(view->others.size(), 1u);
+  CAF_CHECK(view->others[0].nodes() == grown.nodes());
+  // Counting both, its requests are taken.
+  CAF_REQUIRE(register_at(n2, session, h));
+  CAF_REQUIRE(persist_at(n2, session, h, "v1", {row("a", 1)}));
+  for (std::size_t i : {0, 1}) {
+    auto held = held_by(i, session);
+    CAF_REQUIRE(held);
+    CAF_CHECK_EQUAL(held->blob, "v1");
+  }
+}
+
+CAF_TEST(a replica that learned of another list refuses a write counted without it) {
+  // The order the list-carrying requests close: node 2 counts `map` alone
+  // and writes; nodes 0 and 1, still under `map`, learn that a peer
+  // restarted under `grown` (its handoff request, a ping). A write node 2
+  // counted under `map` alone could now miss what `grown`'s majorities
+  // take: both refuse it, and node 2 writes again counting both.
+  auto session = session_staying_off_node_3();
+  std::array<std::shared_ptr<serving_lists>, 2> seen{two_peers_serving(map),
+                                                     two_peers_serving(map)};
+  std::vector<node_actor> peers{gateway_counting(0, map, seen[0]),
+                                gateway_counting(1, map, seen[1]), {}};
+  auto lists = serving_lists::fixed({});
+  auto n2 = node_under(2, map, peers, lists, 10s);
+  auto h = handle();
+  CAF_REQUIRE(register_at(n2, session, h));
+  CAF_REQUIRE(persist_at(n2, session, h, "v1", {row("a", 1)}));
+  for (auto& x : seen)
+    x->peer_serves(0, nodes_of(grown), true);
+  check_refused(sys, persist_at(n2, session, h, "v2", {row("b", 2)}),
+                errc::no_quorum, "did not count every cluster list in use");
+  CAF_CHECK_EQUAL(lists->current()->others.size(), 1u);
+  // The next write carries the kept row, counted under both lists.
+  CAF_REQUIRE(persist_at(n2, session, h, "v3", {row("c", 3)}));
+  check_reads(n2, session, "v3", ids{"a", "b", "c"});
 }
 
 CAF_TEST(a handoff request tells a node which list its asker serves now) {

@@ -41,7 +41,7 @@ struct replica {
   /// Set while its replica catches up; its endpoint refuses rounds then.
   std::shared_ptr<std::atomic<bool>> catching_up
     = std::make_shared<std::atomic<bool>>(false);
-  timeline_replica_requests endpoint;
+  room_replica_endpoint_actor endpoint;
   timeline_sync_actor repair;
   node_actor gateway;
 };
@@ -81,7 +81,8 @@ void pass_append(tap_pointer self, typed_response_promise<room_answer> promise,
                  uint64_t ballot, room_suffix suffix) {
   self
     ->request(self->state.target, infinite, replica_atom::value,
-              room_atom::value, append_atom::value, ballot, std::move(suffix))
+              room_atom::value, append_atom::value, ballot, std::move(suffix),
+              list_stamp{})
     .then(
       [self, promise](room_answer& answer) mutable {
         auto& st = self->state;
@@ -103,7 +104,7 @@ behavior append_tap(tap_pointer self, node_actor target, bool open) {
   self->state.open = open;
   return {
     [self](replica_atom, room_atom, append_atom, uint64_t ballot,
-           room_suffix& suffix) -> result<room_answer> {
+           room_suffix& suffix, list_stamp&) -> result<room_answer> {
       auto promise = self->make_response_promise<room_answer>();
       auto& st = self->state;
       if (st.open) {
@@ -139,14 +140,14 @@ behavior append_tap(tap_pointer self, node_actor target, bool open) {
       return *st.waiting;
     },
     [self](replica_atom a, room_atom r, prepare_atom v, std::string& room,
-           uint64_t ballot) {
+           uint64_t ballot, list_stamp& stamp) {
       return self->delegate(self->state.target, a, r, v, std::move(room),
-                            ballot);
+                            ballot, std::move(stamp));
     },
     [self](replica_atom a, room_atom r, image_atom v, std::string& room,
-           uint64_t from) {
+           uint64_t from, list_stamp& stamp) {
       return self->delegate(self->state.target, a, r, v, std::move(room),
-                            from);
+                            from, std::move(stamp));
     },
   };
 }
@@ -316,6 +317,18 @@ struct fixture {
     return coordinating.back();
   }
 
+  /// Replica `i` behind a gateway of its own serving under `own`, its
+  /// peers' lists as `lists` tells (test::gateway_counting).
+  node_actor gateway_counting(std::size_t i, const cluster_map& own,
+                              std::shared_ptr<serving_lists> lists) {
+    replica_endpoints endpoints;
+    endpoints.room_replicas = replicas[i].endpoint;
+    auto result = coalesce::test::gateway_counting(
+      sys, replicas[i].services->handles(), endpoints, own, std::move(lists));
+    others.push_back(actor_cast<actor>(result));
+    return result;
+  }
+
   /// A room node 3 of `grown` takes from node 2 (its replicas are
   /// {0, 1, 2} under `map`, {0, 1, 3} under `grown`), with events a0 and
   /// a1 appended by node 2 under `map` while node 0 was silent: answered,
@@ -361,7 +374,7 @@ struct fixture {
   room_suffix image_at(std::size_t i, const std::string& room) {
     auto image = ask<room_suffix>(replicas[i].gateway, replica_atom::value,
                                   room_atom::value, image_atom::value, room,
-                                  uint64_t{0});
+                                  uint64_t{0}, list_stamp{});
     CAF_REQUIRE(image);
     return std::move(*image);
   }
@@ -545,6 +558,33 @@ CAF_TEST(an_append_a_majority_took_while_its_node_was_paused_is_not_answered_ok)
   CAF_CHECK_EQUAL(ids_at(1, room), expected);
 }
 
+CAF_TEST(a_replica_that_learned_of_another_list_refuses_an_append_counted_without_it) {
+  // Node 2 counts `map` alone (a node being removed: no handoff request
+  // tells it of a change). Nodes 0 and 1 learn that a peer serves `grown`:
+  // they refuse its appends, naming both lists, and it counts both from
+  // then on (session_replicas.cpp replays the same for sessions).
+  auto room = key_not_on(grown, 3, key_kind::room, "!r");
+  std::array<std::shared_ptr<serving_lists>, 2> seen{two_peers_serving(map),
+                                                     two_peers_serving(map)};
+  std::vector<node_actor> peers{gateway_counting(0, map, seen[0]),
+                                gateway_counting(1, map, seen[1]), {}};
+  auto lists = serving_lists::fixed({});
+  auto n2 = node_under(2, map, peers, lists, 10s);
+  CAF_REQUIRE(append_at(n2, room, events("a", 1)));
+  for (auto& x : seen)
+    x->peer_serves(0, nodes_of(grown), true);
+  check_refused(sys, append_at(n2, room, events("b", 1)), errc::no_quorum,
+                "did not count every cluster list in use");
+  auto view = lists->current();
+  CAF_REQUIRE_EQUAL(view->others.size(), 1u);
+  CAF_CHECK(view->others[0].nodes() == grown.nodes());
+  CAF_REQUIRE(append_at(n2, room, events("c", 1)));
+  auto held = ids_at(1, room);
+  CAF_REQUIRE(!held.empty());
+  CAF_CHECK_EQUAL(held.front(), "a0");
+  CAF_CHECK_EQUAL(held.back(), "c0");
+}
+
 CAF_TEST(a_handoff_request_tells_a_node_which_list_its_asker_serves_now) {
   auto lists = two_peers_serving(map);
   auto before = lists->current()->generation;
@@ -723,7 +763,8 @@ CAF_TEST(a_catching_up_replica_counts_out_of_every_round) {
   // Its endpoint refuses other coordinators' rounds too.
   auto prepare = ask<room_answer>(replicas[0].gateway, replica_atom::value,
                                   room_atom::value, prepare_atom::value,
-                                  std::string{"!r"}, uint64_t{5});
+                                  std::string{"!r"}, uint64_t{5},
+                                  list_stamp{});
   CAF_REQUIRE(!prepare);
   CAF_CHECK_EQUAL(code_of(prepare.error()), code(errc::catching_up));
   // The others still make a majority.
