@@ -106,6 +106,7 @@ class Node:
 
     def start(self):
         c = self.campaign
+        c.trace(f"n{self.index} starts ({self.cluster_list or c.cluster_list})")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [c.bin + "/coalesce-node",
@@ -124,6 +125,7 @@ class Node:
         while time.time() < deadline:
             with open(self.log, errors="replace") as f:
                 if f.read().count(f"listening on 127.0.0.1:{self.port}") >= self.starts:
+                    c.trace(f"n{self.index} listens")
                     return
             if self.proc.poll() is not None:
                 raise RuntimeError(f"node {self.index} exited during start-up")
@@ -132,16 +134,19 @@ class Node:
 
     def signal(self, sig):
         if self.proc and self.proc.poll() is None:
+            self.campaign.trace(f"n{self.index} {signal.Signals(sig).name}")
             self.proc.send_signal(sig)
 
     def stop(self):
         """SIGTERM, and wait for the clean stop."""
         if self.proc and self.proc.poll() is None:
+            self.campaign.trace(f"n{self.index} SIGTERM")
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=60)
 
     def kill(self):
         if self.proc and self.proc.poll() is None:
+            self.campaign.trace(f"n{self.index} SIGKILL")
             self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()
             self.proc.wait(timeout=30)
@@ -168,6 +173,12 @@ class Campaign:
         self.bin = os.path.abspath(args.bin)
         self.root = os.path.abspath(args.root)
         self.work = args.work
+        # What the campaign did when, stamped like the nodes' logs so that
+        # a failure's diagnosis can lay the two side by side (a name ending
+        # in .log: a failed run keeps it).
+        self.trace_lock = threading.Lock()
+        self.trace_file = open(os.path.join(self.work, "campaign-trace.log"),
+                               "a", buffering=1)
         # Faults and load draw from their own generators, so that the seed
         # alone decides which faults come in which order.
         self.rng = random.Random(args.seed)
@@ -315,6 +326,12 @@ class Campaign:
             else:
                 self.failed_session_puts += 1
 
+    def trace(self, what):
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        with self.trace_lock:
+            self.trace_file.write(f"[{stamp}.{int(now * 1000) % 1000:03d}] {what}\n")
+
     def append_events(self, room, count, timeout="4s"):
         ids = []
         lines = []
@@ -326,8 +343,11 @@ class Campaign:
         with self.record_lock:
             entry = [ids, None]
             self.room_appends.setdefault(room, []).append(entry)
-        rc, _, err = self.ccli(["timeline", "append", room],
-                               stdin="\n".join(lines) + "\n", timeout=timeout)
+        self.trace(f"append {room} {ids[0]}..{ids[-1]} sent")
+        rc, out, err = self.ccli(["timeline", "append", room],
+                                 stdin="\n".join(lines) + "\n", timeout=timeout)
+        self.trace(f"append {room} {ids[0]}..{ids[-1]} rc={rc} "
+                   f"{(out or err).strip()[:300]}")
         with self.record_lock:
             entry[1] = rc == 0
         return rc, err
@@ -407,6 +427,7 @@ class Campaign:
                                % (limit, [n.index for n in pending]))
 
     def inject(self, kind):
+        self.trace(f"fault {kind}")
         self.faults[kind] += 1
         if kind == "kill":
             node = self.hot_coordinator()
@@ -434,6 +455,7 @@ class Campaign:
             node = self.nodes[self.faults["wipe"] % len(self.nodes)]
             node.kill()
             shutil.rmtree(node.db, ignore_errors=True)
+            self.trace(f"n{node.index} directory wiped")
             time.sleep(self.delay())
             node.start()
         self.wait_caught_up()
@@ -463,13 +485,16 @@ class Campaign:
         and restarted from its directory. `wiped`: nodes gone for good
         (killed, their directories deleted) before the change."""
         started = time.time()
+        self.trace(f"change {name} begins")
         for node in wiped:
             node.kill()
             shutil.rmtree(node.db, ignore_errors=True)
+            self.trace(f"n{node.index} directory wiped")
             self.faults["wipe"] += 1
         listed = json.dumps([n.where for n in members])
         for node in joining:
             shutil.rmtree(node.db, ignore_errors=True)
+            self.trace(f"n{node.index} directory wiped")
             node.cluster_list = listed
             node.start()
             if sender_kill:
@@ -493,6 +518,7 @@ class Campaign:
                 self.wait_caught_up()
         for node in leaving:
             node.stop()
+        self.trace(f"change {name} ends")
         self.changes.append({"change": name,
                              "nodes": len(members),
                              "seconds": round(time.time() - started, 1)})
