@@ -123,4 +123,8 @@ int catch_up_passes(const settled_cluster_list& settled) {
   return settled.changed ? 2 : 1;
 }
 
+bool catches_up_after_change(const settled_cluster_list& settled) {
+  return settled.changed && !settled.previous.empty();
+}
+
 } // namespace coalesce

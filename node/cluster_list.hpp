@@ -59,4 +59,14 @@ settle_cluster_list(const cluster_map& configured, const std::string& stored);
 /// told it the list (sync_rounds.hpp, `learn_asker_list`); else one.
 int catch_up_passes(const settled_cluster_list& settled);
 
+/// Whether a node that started under `settled` catches up from every peer
+/// before it serves reads although it stopped cleanly: whenever its stored
+/// list changed, whether it gained keys or only lost some. While it was
+/// down, its peers may have taken writes as coordinators of the old list
+/// alone, on a majority of the old list's replicas that is none of the new
+/// list's (old {A, B, C} and new {A, B, D}: a write on {B, C} while A
+/// restarts); a catch-up tells each peer the new list (its handoff request)
+/// and brings over what they took before they learned it.
+bool catches_up_after_change(const settled_cluster_list& settled);
+
 } // namespace coalesce

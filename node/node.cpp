@@ -61,8 +61,8 @@ caf::behavior stats_reporter(caf::event_based_actor* self, node_actor gateway,
 
 /// The list this node serves under: its configured one, against the one it
 /// stored (coalesce/node/cluster_list.hpp), stored when it changed;
-/// `gained` tells whether it replaced a stored one that named a node it
-/// lacks (this node may have gained keys), `passes` how many passes its
+/// `changed` tells whether it replaced a stored one, so that the node
+/// catches up (`catches_up_after_change`), `passes` how many passes its
 /// catch-ups make (`catch_up_passes`). A change is refused, the stored
 /// list kept, unless every other node of the new list answers a ping
 /// within `max_peer_silence` (operating.md, "Changing the list").
@@ -70,7 +70,7 @@ caf::expected<cluster_map> settle_list(caf::actor_system& sys,
                                        storage::database& db,
                                        const cluster_map& configured,
                                        const node_settings& settings,
-                                       bool& gained, int& passes) {
+                                       bool& changed, int& passes) {
   auto stored = db.stored_cluster_list();
   if (!stored)
     return std::move(stored.error());
@@ -109,10 +109,10 @@ caf::expected<cluster_map> settle_list(caf::actor_system& sys,
   if (settled->changed) {
     if (auto err = db.store_cluster_list(encode_cluster_list(settled->record)))
       return err;
-    gained = settled->dropped_nodes;
+    changed = catches_up_after_change(*settled);
     if (settled->previous.empty())
       spdlog::info("cluster list {} stored", settled->record.list.text());
-    else if (gained)
+    else if (settled->dropped_nodes)
       spdlog::warn("cluster list changed from {} to {}: a node left, so this "
                    "node may keep keys it did not: it catches up from every "
                    "peer before serving reads (the nodes that hold them hand "
@@ -120,7 +120,10 @@ caf::expected<cluster_map> settle_list(caf::actor_system& sys,
                    settled->previous, settled->record.list.text());
     else
       spdlog::warn("cluster list changed from {} to {}: nodes joined (they "
-                   "take over some of this node's keys; it gains none)",
+                   "take over some of this node's keys; it gains none, but "
+                   "catches up from every peer before serving reads: what "
+                   "they took under the old list while it was down must "
+                   "reach the new list's replicas)",
                    settled->previous, settled->record.list.text());
   }
   return std::move(settled->record.list);
@@ -194,9 +197,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   auto& local = **services;
   auto cluster = settings.cluster.map();
   auto clustered = cluster.size() > 1;
-  // Whether this start replaced a list that named a node now gone: this
-  // node may have gained keys, so it catches up before it serves reads, as
-  // after a crash.
+  // Whether this start replaced the stored list: this node catches up
+  // before it serves reads, as after a crash (catches_up_after_change).
   bool list_changed = false;
   int passes = 1;
   if (clustered) {

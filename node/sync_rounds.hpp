@@ -359,7 +359,8 @@ void start_repair(Self* self, std::shared_ptr<storage::database> db,
       st.settings.catch_up_passes);
     spdlog::info("{}: {}; catching up from every peer before {}", words.kind,
                  st.settings.list_changed
-                   ? "the cluster list changed (what this node gained is "
+                   ? "its cluster list changed (what it gained, and what "
+                     "its peers took under the old list meanwhile, is "
                      "handed off from the nodes that hold it)"
                  : st.settings.started_empty
                    ? "the data directory is empty"

@@ -124,6 +124,29 @@ CAF_TEST(a list that only adds nodes takes keys from a node and gives none) {
   }
 }
 
+CAF_TEST(a node catches up after any change of its list and only then) {
+  // Nodes joining take keys from it and give it none, yet its peers may
+  // have taken writes under the old list alone while it restarted: it
+  // catches up all the same (campaign seed 20261213 lost an append without
+  // this: results.md).
+  auto stored = started_with(abc, "");
+  auto grown = settle_cluster_list(list_of("h:1,h:2,h:3,h:4"), stored);
+  CAF_REQUIRE(grown);
+  CAF_CHECK(!grown->dropped_nodes);
+  CAF_CHECK(catches_up_after_change(*grown));
+  auto shrunk = settle_cluster_list(list_of("h:1,h:2"), stored);
+  CAF_REQUIRE(shrunk);
+  CAF_CHECK(catches_up_after_change(*shrunk));
+  // The same list, or a first one (a new directory catches up for being
+  // empty, not for this), does not.
+  auto same = settle_cluster_list(list_of(abc), stored);
+  CAF_REQUIRE(same);
+  CAF_CHECK(!catches_up_after_change(*same));
+  auto first = settle_cluster_list(list_of(abc), "");
+  CAF_REQUIRE(first);
+  CAF_CHECK(!catches_up_after_change(*first));
+}
+
 CAF_TEST(a fingerprint names the nodes and their order and not the version) {
   auto list = list_of(abc);
   CAF_CHECK_EQUAL(list.fingerprint(),
