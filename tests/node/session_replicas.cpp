@@ -61,8 +61,8 @@ struct write_gate_state {
   node_actor target;
   bool open = false;
   /// Batches of writes that arrived while closed, with their requests.
-  std::vector<std::pair<typed_response_promise<std::vector<replica_answer>>,
-                        std::vector<session_delta>>>
+  std::vector<std::tuple<typed_response_promise<std::vector<replica_answer>>,
+                         std::vector<session_delta>, list_stamp>>
     held;
   /// The size of each batch passed on and answered, in order.
   std::vector<std::size_t> passed;
@@ -78,10 +78,10 @@ using gate_pointer = stateful_actor<write_gate_state>*;
 
 void pass_batch(gate_pointer self,
                 typed_response_promise<std::vector<replica_answer>> promise,
-                std::vector<session_delta> deltas) {
+                std::vector<session_delta> deltas, list_stamp stamp) {
   auto size = deltas.size();
   self->request(self->state.target, infinite, replica_atom::value,
-                write_atom::value, std::move(deltas), list_stamp{})
+                write_atom::value, std::move(deltas), std::move(stamp))
     .then(
       [self, promise, size](std::vector<replica_answer>& answers) mutable {
         promise.deliver(std::move(answers));
@@ -107,13 +107,13 @@ behavior write_gate(gate_pointer self, node_actor target, bool open) {
   self->state.open = open;
   return {
     [self](replica_atom, write_atom, std::vector<session_delta>& deltas,
-           list_stamp&) -> result<std::vector<replica_answer>> {
+           list_stamp& stamp) -> result<std::vector<replica_answer>> {
       auto promise = self->make_response_promise<std::vector<replica_answer>>();
       auto& st = self->state;
       if (st.open) {
-        pass_batch(self, promise, std::move(deltas));
+        pass_batch(self, promise, std::move(deltas), std::move(stamp));
       } else {
-        st.held.emplace_back(promise, std::move(deltas));
+        st.held.emplace_back(promise, std::move(deltas), std::move(stamp));
         if (st.holding) {
           st.holding->deliver(ok_atom::value);
           st.holding.reset();
@@ -131,8 +131,8 @@ behavior write_gate(gate_pointer self, node_actor target, bool open) {
     [self](open_gate_atom) {
       self->state.open = true;
       auto held = std::move(self->state.held);
-      for (auto& [promise, deltas] : held)
-        pass_batch(self, promise, std::move(deltas));
+      for (auto& [promise, deltas, stamp] : held)
+        pass_batch(self, promise, std::move(deltas), std::move(stamp));
     },
     [self](get_atom, std::size_t items) -> result<std::vector<std::size_t>> {
       auto& st = self->state;
@@ -1177,13 +1177,23 @@ CAF_TEST(a replica that learned of another list refuses a write counted without 
   auto session = session_staying_off_node_3();
   std::array<std::shared_ptr<serving_lists>, 2> seen{two_peers_serving(map),
                                                      two_peers_serving(map)};
-  std::vector<node_actor> peers{gateway_counting(0, map, seen[0]),
-                                gateway_counting(1, map, seen[1]), {}};
+  std::array<actor, 2> gates;
+  for (std::size_t i : {0, 1}) {
+    gates[i] = sys.spawn(write_gate, gateway_counting(i, map, seen[i]), true);
+    others.push_back(gates[i]);
+  }
+  std::vector<node_actor> peers{actor_cast<node_actor>(gates[0]),
+                                actor_cast<node_actor>(gates[1]), {}};
   auto lists = serving_lists::fixed({});
   auto n2 = node_under(2, map, peers, lists, 10s);
   auto h = handle();
   CAF_REQUIRE(register_at(n2, session, h));
   CAF_REQUIRE(persist_at(n2, session, h, "v1", {row("a", 1)}));
+  // Both peers stored it: the next write leaves for each in a batch of its
+  // own, stamped when node 2 counted it (a peer still answering this one
+  // would take the next with a stamp made after the other's refusal).
+  for (auto& gate : gates)
+    CAF_REQUIRE(stored_through(gate, 1));
   for (auto& x : seen)
     x->peer_serves(0, nodes_of(grown), true);
   check_refused(sys, persist_at(n2, session, h, "v2", {row("b", 2)}),
