@@ -291,6 +291,25 @@ bool lists_moved_on(Self* self, uint64_t counted_under) {
          || (lists && lists->stale());
 }
 
+/// Whether a round counted under `counted_under` that failed with `err` is
+/// made once more, counted anew: it got no majority (or one counted under
+/// lists that moved on) while the lists in use changed, most often because
+/// a replica refused it for a list this node had not counted yet and this
+/// node counts it now. The client would only send the same request again;
+/// a round made again answers it instead. Not while the lists are unknown
+/// (the second round would be refused at once), and once only: a change
+/// under way may take several rounds of refusals, and a request's answer
+/// must come within its timeout.
+template <class Self>
+bool worth_another_round(Self* self, uint64_t counted_under,
+                         const caf::error& err) {
+  const auto& lists = self->state.settings.lists;
+  return lists && err.category() == errc_category
+         && err.code() == static_cast<uint8_t>(errc::no_quorum)
+         && lists_moved_on(self, counted_under) && lists->current()->settled
+         && lists->staleness().empty();
+}
+
 /// An error while this node does not know which lists its peers serve
 /// under, yet or any more (it was paused: its view is stale): a majority
 /// under its own list alone may miss what was answered under another, so

@@ -427,6 +427,60 @@ auto failing_quorum(replicas_pointer self, std::shared_ptr<quorum> votes,
   };
 }
 
+/// Copies `entries` to a majority of each chat's replicas, then `decide`s.
+/// A round that fails while the lists in use move on is made once more,
+/// counted anew, unless it is the `last_round` (`worth_another_round`):
+/// the entries keep their stamps, and a replica that took a copy merges
+/// the same capture again to the same row.
+void queue_round(replicas_pointer self,
+                 std::shared_ptr<const std::vector<secret_entry>> entries,
+                 std::function<bool(caf::expected<ok_atom>)> decide,
+                 bool last_round) {
+  auto counted_under = replica_calls::lists_generation(self);
+  auto plan = plan_for(self, *entries,
+                       [](const secret_entry& x) -> const std::string& {
+                         return x.chat;
+                       });
+  auto votes = std::make_shared<quorum>(plan);
+  auto positions = std::make_shared<replica_plan>(plan);
+  auto ended = std::make_shared<bool>(false);
+  auto end_round = [self, entries, decide, last_round, counted_under,
+                    ended](caf::expected<ok_atom> outcome) {
+    if (*ended)
+      return false;
+    *ended = true;
+    if (!outcome && !last_round
+        && replica_calls::worth_another_round(self, counted_under,
+                                              outcome.error())) {
+      spdlog::debug("secrets: {} entries are queued once more, counted "
+                    "under the lists in use now: {}",
+                    entries->size(), self->system().render(outcome.error()));
+      queue_round(self, entries, decide, true);
+      return true;
+    }
+    return decide(std::move(outcome));
+  };
+  to_replicas<ok_atom>(
+    self, plan, *entries,
+    [self, votes, end_round, counted_under](std::size_t node,
+                                            ok_atom) mutable {
+      if (!votes->answered(node))
+        return;
+      // Majorities counted under lists that changed meanwhile may be ones
+      // the new list's replicas never meet (session_replicas.cpp says
+      // how): not answered ok.
+      if (replica_calls::lists_moved_on(self, counted_under))
+        end_round(make_error(errc::no_quorum,
+                             "the cluster lists the chats' replicas serve "
+                             "under changed during the request (or this "
+                             "node was paused meanwhile); queue the entries "
+                             "again"));
+      else
+        end_round(ok_atom::value);
+    },
+    failing_quorum(self, votes, positions, end_round));
+}
+
 /// How far ahead of this node's clock a client's stamp may be.
 constexpr uint64_t stamp_skew_limit_us = 60'000'000;
 
@@ -451,32 +505,11 @@ caf::result<ok_atom> replicate(replicas_pointer self,
         self->state.settings.map.id_of(self->state.settings.self));
     entry.ts_stamp = entry.message_ts != 0 ? entry.stamp : 0;
   }
-  auto counted_under = replica_calls::lists_generation(self);
-  auto plan = plan_for(self, entries,
-                       [](const secret_entry& x) -> const std::string& {
-                         return x.chat;
-                       });
   auto promise = self->make_response_promise<ok_atom>();
-  auto decide = decision_for(self, promise);
-  auto votes = std::make_shared<quorum>(plan);
-  auto positions = std::make_shared<replica_plan>(plan);
-  to_replicas<ok_atom>(
-    self, plan, entries,
-    [self, votes, decide, counted_under](std::size_t node, ok_atom) mutable {
-      if (!votes->answered(node))
-        return;
-      // Majorities counted under lists that changed meanwhile may be ones
-      // the new list's replicas never meet (session_replicas.cpp says
-      // how): the client queues the entries again, counted anew.
-      if (replica_calls::lists_moved_on(self, counted_under))
-        decide(make_error(errc::no_quorum,
-                          "the cluster lists the chats' replicas serve "
-                          "under changed during the request (or this node "
-                          "was paused meanwhile); queue the entries again"));
-      else
-        decide(ok_atom::value);
-    },
-    failing_quorum(self, votes, positions, decide));
+  queue_round(self,
+              std::make_shared<const std::vector<secret_entry>>(
+                std::move(entries)),
+              decision_for(self, promise), false);
   return promise;
 }
 
@@ -507,24 +540,40 @@ using lookups_done
   = std::function<void(caf::expected<std::vector<secret_lookup>>)>;
 
 /// Asks every replica of the keys' chats; `done` once a majority of each
-/// chat's replicas answered, merged.
-void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
-                 lookups_done done) {
-  if (keys.empty())
+/// chat's replicas answered, merged. A round that fails while the lists in
+/// use move on is made once more unless it is the `last_round`
+/// (`worth_another_round`).
+void read_round(replicas_pointer self,
+                std::shared_ptr<const std::vector<secret_key>> keys,
+                lookups_done done, bool last_round) {
+  if (keys->empty())
     return done(std::vector<secret_lookup>{});
   if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
     return done(std::move(*refusal));
-  auto plan = plan_for(self, keys,
+  auto counted_under = replica_calls::lists_generation(self);
+  auto plan = plan_for(self, *keys,
                        [](const secret_key& x) -> const std::string& {
                          return x.chat;
                        });
-  auto decide = open_decision<std::vector<secret_lookup>>(self,
-                                                          std::move(done));
+  auto decide = open_decision<std::vector<secret_lookup>>(
+    self, [self, keys, done, last_round, counted_under](
+            caf::expected<std::vector<secret_lookup>> outcome) {
+      if (!outcome && !last_round
+          && replica_calls::worth_another_round(self, counted_under,
+                                                outcome.error())) {
+        spdlog::debug("secrets: a lookup of {} keys is made once more, "
+                      "counted under the lists in use now: {}",
+                      keys->size(), self->system().render(outcome.error()));
+        read_round(self, keys, done, true);
+        return;
+      }
+      done(std::move(outcome));
+    });
   auto votes = std::make_shared<quorum>(plan);
   auto positions = std::make_shared<replica_plan>(plan);
-  auto result = std::make_shared<std::vector<secret_lookup>>(keys.size());
+  auto result = std::make_shared<std::vector<secret_lookup>>(keys->size());
   to_replicas<std::vector<secret_lookup>>(
-    self, plan, keys,
+    self, plan, *keys,
     [votes, positions, result,
      decide](std::size_t node, std::vector<secret_lookup>& found) mutable {
       const auto& where = positions->positions[node];
@@ -534,6 +583,13 @@ void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
         decide(*result);
     },
     failing_quorum(self, votes, positions, decide));
+}
+
+void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
+                 lookups_done done) {
+  read_round(self,
+             std::make_shared<const std::vector<secret_key>>(std::move(keys)),
+             std::move(done), false);
 }
 
 /// Flushes every node of every list in use (`replica_atom, flush_atom` to

@@ -303,10 +303,16 @@ void prepare(coordinator_pointer self, const std::string& session,
 
 // -- writes ----------------------------------------------------------------------
 
+/// What a failed round of a write may do instead of answering its error:
+/// true when it made the write once more (`worth_another_round`).
+using again_fn
+  = std::function<bool(const session_delta&, const caf::error&)>;
+
 /// Sends `delta` to every replica of its session and calls `done` once a
-/// majority applied it (the behind ones get the image), or with the error.
+/// majority applied it (the behind ones get the image), or with the error
+/// unless `again` takes it.
 void replicate_delta(coordinator_pointer self, session_delta delta,
-                     std::function<void(caf::error)> done) {
+                     std::function<void(caf::error)> done, again_fn again) {
   const auto& session = delta.session;
   auto counted_under = lists_generation(self);
   auto set = replicas_of(self, session);
@@ -323,7 +329,8 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
                       : std::nullopt;
     if (changed) {
       c.prepared = false;
-      done(std::move(*changed));
+      if (!again(delta, *changed))
+        done(std::move(*changed));
       return;
     }
     if (ok && *local_applied) {
@@ -347,8 +354,8 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
                       "session " + session + ": generation "
                         + std::to_string(delta.generation)
                         + " was superseded on a majority of its replicas"));
-    else
-      done(no_quorum(session, failures));
+    else if (auto err = no_quorum(session, failures); !again(delta, err))
+      done(std::move(err));
   });
   auto self_index = self->state.settings.self;
   for (auto node : nodes) {
@@ -422,15 +429,32 @@ void replicate_delta(coordinator_pointer self, session_delta delta,
 
 /// A write or delete of the persister: prepared, then a delta on this
 /// replica's version (of the generation a majority shows when
-/// `from_storage`).
+/// `from_storage`). Made once more, prepared and counted anew, when a
+/// round fails while the lists in use move on (`worth_another_round`): a
+/// delta applies on the version it is made from, so a write that reached
+/// some replicas before is written again whole, as the persister's own
+/// retry would.
 void write_call(coordinator_pointer self, session_delta delta,
-                bool from_storage, std::function<void(caf::error)> done) {
+                bool from_storage, std::function<void(caf::error)> done,
+                bool last_round = false) {
   auto session = delta.session;
+  auto counted_under = lists_generation(self);
+  again_fn again = [=](const session_delta& failed, const caf::error& err) {
+    if (last_round
+        || !replica_calls::worth_another_round(self, counted_under, err))
+      return false;
+    spdlog::debug("sessions: session {} is written once more, counted "
+                  "under the lists in use now: {}",
+                  failed.session, self->system().render(err));
+    write_call(self, failed, from_storage, done, true);
+    return true;
+  };
   prepare(self, session, false,
-          [self, delta = std::move(delta), from_storage,
-           done](caf::error err) mutable {
+          [self, delta = std::move(delta), from_storage, done,
+           again](caf::error err) mutable {
             if (err) {
-              done(std::move(err));
+              if (!again(delta, err))
+                done(std::move(err));
               return;
             }
             const auto& c = coordination_of(self, delta.session);
@@ -439,7 +463,7 @@ void write_call(coordinator_pointer self, session_delta delta,
             delta.ballot = c.ballot;
             delta.base_ballot = c.local.ballot;
             delta.base_seq = c.local.seq;
-            replicate_delta(self, std::move(delta), done);
+            replicate_delta(self, std::move(delta), done, again);
           });
 }
 
@@ -459,11 +483,24 @@ auto ok_or(Answer answer) {
 
 /// `load`: the newest content a majority shows.
 void load_call(coordinator_pointer self, const std::string& session,
-               std::function<void(caf::expected<session_record>)> done) {
+               std::function<void(caf::expected<session_record>)> done,
+               bool last_round = false) {
   if (auto refusal = lists_unknown(self, "session " + session)) {
     done(std::move(*refusal));
     return;
   }
+  // Read once more when a round fails while the lists in use move on
+  // (`worth_another_round`).
+  auto counted_under = lists_generation(self);
+  auto finish = [=](caf::expected<session_record> record) {
+    if (!record && !last_round
+        && replica_calls::worth_another_round(self, counted_under,
+                                              record.error())) {
+      load_call(self, session, done, true);
+      return;
+    }
+    done(std::move(record));
+  };
   auto set = replicas_of(self, session);
   const auto& nodes = set.nodes;
   auto view = std::make_shared<round_view>();
@@ -471,34 +508,34 @@ void load_call(coordinator_pointer self, const std::string& session,
   view->answers.resize(nodes.size());
   auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     if (!ok) {
-      done(no_quorum(session, failures));
+      finish(no_quorum(session, failures));
       return;
     }
     auto best = *view->newest();
     const auto& newest = view->answers[best]->version;
     if (newest.content != static_cast<uint8_t>(session_content::blob)) {
-      done(make_error(errc::not_found,
-                      newest.content
-                          == static_cast<uint8_t>(session_content::deleted)
-                        ? "session " + session + " was deleted"
-                        : "no session " + session));
+      finish(make_error(errc::not_found,
+                        newest.content
+                            == static_cast<uint8_t>(session_content::deleted)
+                          ? "session " + session + " was deleted"
+                          : "no session " + session));
       return;
     }
     ask<session_image>(
       self, nodes[best],
       [=](session_image& image) {
         if (!same_content(image.version, newest)) {
-          done(make_error(errc::no_quorum,
-                          "session " + session
-                            + ": its newest replica changed while read"));
+          finish(make_error(errc::no_quorum,
+                            "session " + session
+                              + ": its newest replica changed while read"));
           return;
         }
-        done(std::move(image.record));
+        finish(std::move(image.record));
       },
       [=](const std::string& why) {
-        done(make_error(errc::no_quorum,
-                        "session " + session + ": the replica with its "
-                          "newest content " + why));
+        finish(make_error(errc::no_quorum,
+                          "session " + session + ": the replica with its "
+                            "newest content " + why));
       },
       image_atom::value, session);
   });
@@ -521,13 +558,45 @@ void load_call(coordinator_pointer self, const std::string& session,
   }
 }
 
+/// `stored_generation`: a prepare that reads the generation a majority
+/// shows; made once more when it fails while the lists in use move on
+/// (`worth_another_round`).
+void generation_call(coordinator_pointer self, const std::string& session,
+                     std::function<void(caf::error)> done,
+                     bool last_round = false) {
+  auto counted_under = lists_generation(self);
+  prepare(self, session, true, [=](caf::error err) {
+    if (err && !last_round
+        && replica_calls::worth_another_round(self, counted_under, err)) {
+      generation_call(self, session, done, true);
+      return;
+    }
+    done(std::move(err));
+  });
+}
+
 /// `claim`: the generation at a majority for `claimant`.
 void claim_call(coordinator_pointer self, const std::string& session,
                 uint64_t generation, const std::string& claimant,
-                std::function<void(caf::error)> done) {
+                std::function<void(caf::error)> done,
+                bool last_round = false) {
+  // Made once more when a round fails while the lists in use move on
+  // (`worth_another_round`): a replica that took the claim takes it again.
+  auto started_under = lists_generation(self);
+  auto finish = [=](caf::error err) {
+    if (err && !last_round
+        && replica_calls::worth_another_round(self, started_under, err)) {
+      spdlog::debug("sessions: the claim of session {} is made once more, "
+                    "counted under the lists in use now: {}",
+                    session, self->system().render(err));
+      claim_call(self, session, generation, claimant, done, true);
+      return;
+    }
+    done(std::move(err));
+  };
   prepare(self, session, false, [=](caf::error err) {
     if (err) {
-      done(std::move(err));
+      finish(std::move(err));
       return;
     }
     auto counted_under = lists_generation(self);
@@ -540,23 +609,23 @@ void claim_call(coordinator_pointer self, const std::string& session,
         if (auto changed = lists_changed_during(self, session,
                                                 counted_under)) {
           c.prepared = false;
-          done(std::move(*changed));
+          finish(std::move(*changed));
           return;
         }
         c.floor = std::max(c.floor, generation);
         c.claimant = claimant;
         c.stored = true;
-        done(caf::none);
+        finish(caf::none);
         return;
       }
       c.prepared = false;
       if (*stale)
-        done(make_error(errc::stale_generation,
-                        "session " + session + ": generation "
-                          + std::to_string(generation)
-                          + " is taken on a majority of its replicas"));
+        finish(make_error(errc::stale_generation,
+                          "session " + session + ": generation "
+                            + std::to_string(generation)
+                            + " is taken on a majority of its replicas"));
       else
-        done(no_quorum(session, failures));
+        finish(no_quorum(session, failures));
     });
     for (auto node : set.nodes)
       ask<replica_answer>(
@@ -660,7 +729,7 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
         = self->make_response_promise<bool, uint64_t, std::string>();
       auto answer = open_call(self, promise);
       in_turn(self, session, [=](std::function<void()> finish) {
-        prepare(self, session, true, [=](caf::error err) {
+        generation_call(self, session, [=](caf::error err) {
           if (err) {
             answer(std::move(err));
           } else {

@@ -264,7 +264,10 @@ class Campaign:
         with self.record_lock:
             for key, secret in batch:
                 self.writes.setdefault(key, []).append([secret, None])
-        rc, _, _ = self.ccli(["secret", "put", "-"], stdin="\n".join(lines) + "\n")
+        rc, _, err = self.ccli(["secret", "put", "-"], stdin="\n".join(lines) + "\n")
+        if rc != 0:
+            why = err.strip().splitlines()
+            self.trace(f"put batch rc={rc} {why[-1] if why else ''}")
         with self.record_lock:
             for key, secret in batch:
                 for w in reversed(self.writes[key]):
@@ -306,6 +309,9 @@ class Campaign:
         rc, _, err = self.ccli(["session", "put", sid, path,
                                 "--update", f"{row}:note:{n}"], timeout=timeout)
         os.unlink(path)
+        if rc != 0:
+            why = err.strip().splitlines()
+            self.trace(f"session put {sid} rc={rc} {why[-1] if why else ''}")
         with self.record_lock:
             entry[2] = rc == 0
         return rc, err
