@@ -43,6 +43,41 @@ struct node_link {
 /// How long a node that failed a replicated request is passed over.
 constexpr auto avoid_failed_node = std::chrono::seconds{5};
 
+/// How long a batch of secrets that got no majority waits before it is
+/// sent again: about what a node takes to restart in a rolling change.
+constexpr auto pause_before_again = std::chrono::milliseconds{200};
+
+using pause_atom = caf::atom_constant<caf::atom("pause")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+
+struct pause_timer_state {
+  static inline const char* name = "cluster_client_pauses";
+  uint64_t last = 0;
+  std::unordered_map<uint64_t, caf::response_promise> waiting;
+};
+
+/// Answers `pause` with `ok` once the time it names passed: the client's
+/// own behavior is its typed interface, with no room for a message of
+/// its own to wake it.
+caf::behavior pause_timer(caf::stateful_actor<pause_timer_state>* self) {
+  return {
+    [self](pause_atom, caf::timespan length) {
+      auto id = ++self->state.last;
+      auto promise = self->make_response_promise();
+      self->state.waiting.emplace(id, promise);
+      self->delayed_send(self, length, resume_atom::value, id);
+      return promise;
+    },
+    [self](resume_atom, uint64_t id) {
+      auto i = self->state.waiting.find(id);
+      if (i == self->state.waiting.end())
+        return;
+      i->second.deliver(caf::ok_atom::value);
+      self->state.waiting.erase(i);
+    },
+  };
+}
+
 /// A ticket or lease one node issued, behind the client's own number.
 template <class Issued>
 struct issued_by {
@@ -81,6 +116,9 @@ struct cluster_client_state {
     exchanges;
   /// Stamps the captures it sends replicated nodes (`stamp_captures`).
   capture_clock stamps;
+  /// Wakes requests that wait before going again (`after_pause`), spawned
+  /// on first use, linked.
+  caf::actor pauses;
 
   template <class Issued>
   issued_table<Issued>& issued() {
@@ -212,6 +250,28 @@ void send_to(client_pointer self, std::size_t index,
             on_error(translate(self, index, std::move(err)));
         });
   });
+}
+
+/// Runs `then` once `length` passed, or `on_error` with why not (the
+/// client stopped first: `stop` answers it as any exchange under way).
+void after_pause(client_pointer self, caf::timespan length,
+                 std::function<void()> then,
+                 std::function<void(const caf::error&)> on_error) {
+  auto& st = self->state;
+  if (!st.pauses)
+    st.pauses = self->spawn<caf::linked>(pause_timer);
+  auto id = ++st.last_exchange;
+  st.exchanges.emplace(id, on_error);
+  self->request(st.pauses, caf::infinite, pause_atom::value, length)
+    .then(
+      [self, id, then](caf::ok_atom) {
+        if (self->state.exchanges.erase(id) > 0)
+          then();
+      },
+      [self, id, on_error](caf::error& err) {
+        if (self->state.exchanges.erase(id) > 0)
+          on_error(err);
+      });
 }
 
 /// Answers every exchange under way `stopped_before_answer`, then stops.
@@ -398,6 +458,16 @@ bool adopt_newer_list(client_pointer self, const caf::error& err) {
   return true;
 }
 
+/// Whether a batch of secrets (queued or looked up: twice is harmless)
+/// that a coordinator answered with `err` is worth sending again after a
+/// pause: it got no majority of some chat's replicas, as during a rolling
+/// change while a replica restarts, or while a node that already serves
+/// the new list refuses a chat it keeps under the old one only.
+bool worth_again_after_pause(const caf::error& err) {
+  return err.category() == errc_category
+         && err.code() == static_cast<uint8_t>(errc::no_quorum);
+}
+
 /// Whether a failed exchange with a replica is worth one with the next:
 /// the node could not be reached, did not answer, is shutting down, or
 /// cannot coordinate the key while its replica catches up (a room's).
@@ -502,6 +572,14 @@ void attempt_batch(client_pointer self, Atom atom,
                 || (keys_replicated && worth_failing_over(err)
                     && avoid(self, index))))
           attempt_batch<Output>(self, atom, items, promise, deadline);
+        else if (keys_replicated && worth_again_after_pause(err)
+                 && clock::now() + pause_before_again < deadline)
+          after_pause(
+            self, pause_before_again,
+            [=] { attempt_batch<Output>(self, atom, items, promise, deadline); },
+            [promise](const caf::error& why) mutable {
+              promise.deliver(why);
+            });
         else
           promise.deliver(err);
       },

@@ -45,8 +45,11 @@ namespace coalesce {
 /// to the chat's first replica not recently failed (its coordinator) and,
 /// when that one cannot be reached, does not answer within its share of
 /// `timeout` (a third for three replicas) or is shutting down, to the next,
-/// within `timeout`; a node that failed is passed over for 5 s. Every other
-/// key's requests go to its owner alone.
+/// within `timeout`; a node that failed is passed over for 5 s. A batch of
+/// secrets (queue, lookup) answered `no_quorum` is sent again after 200 ms
+/// while `timeout` allows: twice is harmless, and a majority briefly down
+/// (a rolling restart) is then waited out. Every other key's requests go
+/// to its owner alone.
 node_actor spawn_cluster_client(caf::actor_system& sys, cluster_map nodes,
                                 caf::timespan timeout,
                                 std::size_t replicas = 3);

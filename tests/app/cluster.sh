@@ -328,7 +328,15 @@ test_a_stopped_replica_holds_up_no_answer_a_majority_gives() {
 }
 
 # A queue that reaches no majority is answered so, naming the replicas.
-test_a_put_without_a_majority_of_replicas_fails_naming_them() {
+replica_failures_at() { # replica_failures_at I: the replica requests member I saw fail
+  tcli "${PORTS[$1]}" stats | python3 -c 'import json, sys; print(json.load(sys.stdin)["replica_failures"])'
+}
+
+replica_failures_reach() { # replica_failures_reach I COUNT: whether member I saw COUNT fail
+  [ "$(replica_failures_at "$1")" -ge "$2" ]
+}
+
+test_a_put_without_a_majority_of_replicas_fails_naming_them_until_one_is_back() {
   start_cluster quorum- || { CURRENT_OK=0; return; }
   local replicas first second rc
   replicas=($(ccli owner secret chat0@g.us))
@@ -345,6 +353,27 @@ test_a_put_without_a_majority_of_replicas_fails_naming_them() {
     grep -q "no majority of the key's replicas answered" "$WORK/quorum.err"
   check "naming both dead replicas" \
     bash -c "grep -q '${replicas[0]}' '$WORK/quorum.err' && grep -q '${replicas[1]}' '$WORK/quorum.err'"
+  # The cluster client sends a batch that got no majority again after a
+  # pause, within its timeout: a put made while both replicas are down is
+  # answered once one is back (a rolling restart's window). Its coordinator
+  # (the third replica) counts both dead replicas' failures of it before
+  # the first comes back.
+  local third=$((3 - first - second)) put_pid failures_before
+  failures_before=$(replica_failures_at "$third")
+  ccli --timeout=30s secret put chat0@g.us sender0 q-2 "$(hex32 6)" 0 1700000006 \
+    2>"$WORK/quorum-again.err" &
+  put_pid=$!
+  check "the put's coordinator finds no majority first" \
+    wait_until 20 replica_failures_reach "$third" $((failures_before + 2))
+  start_member "$first" || { CURRENT_OK=0; return; }
+  wait "$put_pid"
+  rc=$?
+  check "the put sent again once a replica is back exits 0 (got $rc: $(cat "$WORK/quorum-again.err"))" [ "$rc" = 0 ]
+  # A restarted replica answers reads once it caught up from every peer.
+  start_member "$second" || { CURRENT_OK=0; return; }
+  wait_caught_up "$first" "$second" || { CURRENT_OK=0; return; }
+  check "and is read back" \
+    [ "$(ccli --timeout=20s secret get chat0@g.us sender0 q-2)" = "$(hex32 6) 1700000006" ]
   stop_cluster
 }
 
@@ -772,7 +801,7 @@ test_a_node_being_removed_learns_the_new_list_from_its_peers_refusals() {
 run_test "secrets sessions and backfills are routed to their owners"
 run_test "a killed replica loses no answered secret and its chats stay served"
 run_test "a stopped replica holds up no answer a majority gives"
-run_test "a put without a majority of replicas fails naming them"
+run_test "a put without a majority of replicas fails naming them until one is back"
 run_test "a node counts a stopped or killed peer down and up again"
 run_test "a paused node coordinates nothing until it hears its peers again"
 run_test "a node paused for a moment says so on waking"
