@@ -124,15 +124,28 @@ start_with_metrics() {
   return 1
 }
 
-# wait_log_count FILE PATTERN COUNT SECONDS: until FILE has COUNT lines
-# matching PATTERN (a node's log line is the event waited for).
-wait_log_count() {
-  local deadline=$((SECONDS + $4))
+# wait_until SECONDS COMMAND...: until COMMAND succeeds (what it checks is
+# the event waited for), for at most SECONDS.
+wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
   while [ $SECONDS -lt $deadline ]; do
-    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
+    "$@" && return 0
     sleep 0.05
   done
   return 1
+}
+
+# log_count_reaches FILE PATTERN COUNT: whether FILE has COUNT lines
+# matching PATTERN.
+log_count_reaches() {
+  [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ]
+}
+
+# wait_log_count FILE PATTERN COUNT SECONDS: until FILE has COUNT lines
+# matching PATTERN (a node's log line is the event waited for).
+wait_log_count() {
+  wait_until "$4" log_count_reaches "$1" "$2" "$3"
 }
 
 # use_test_certificates: makes a CA, node and client certificates in

@@ -36,26 +36,20 @@ now_ms() {
   echo $(($(date +%s%N) / 1000000))
 }
 
+running_reaches() { # running_reaches PORT N: whether the node has N runs running
+  "$CLI" --port="$1" stats 2>/dev/null | grep -q "\"running\":$2[,}]"
+}
+
 # wait_running PORT N: waits until the node's scheduler has N runs running
 # (their page asked of the pager), for at most 30s.
 wait_running() {
-  local deadline=$((SECONDS + 30))
-  while [ $SECONDS -lt $deadline ]; do
-    "$CLI" --port="$1" stats 2>/dev/null | grep -q "\"running\":$2[,}]" && return 0
-    sleep 0.05
-  done
-  return 1
+  wait_until 30 running_reaches "$1" "$2"
 }
 
 # wait_resent ERR N: waits until a CLI's stderr ERR says N times that it
 # re-sent its await, for at most 30s.
 wait_resent() {
-  local deadline=$((SECONDS + 30))
-  while [ $SECONDS -lt $deadline ]; do
-    [ "$(grep -c 'waiting again' "$1")" -ge "$2" ] && return 0
-    sleep 0.1
-  done
-  return 1
+  wait_log_count "$1" 'waiting again' "$2" 30
 }
 
 # -- the tests ---------------------------------------------------------------
