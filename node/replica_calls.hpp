@@ -310,6 +310,42 @@ bool worth_another_round(Self* self, uint64_t counted_under,
          && lists->staleness().empty();
 }
 
+/// What failed in an outcome: `err` itself, or the error of an
+/// expected; none when it succeeded.
+inline caf::error failure_of(const caf::error& err) {
+  return err;
+}
+
+template <class T>
+caf::error failure_of(const caf::expected<T>& outcome) {
+  return outcome ? caf::error{} : outcome.error();
+}
+
+/// Runs `round(done)`, and once more when its outcome failed as
+/// `worth_another_round` takes it (counted from before the first round);
+/// `done` gets the last round's outcome. For rounds that may run twice
+/// (reads, claims a replica takes again alike); a session's write keeps
+/// its delta for the second round itself (session_replicas.cpp).
+/// `Outcome` is `caf::error` (none: ok) or a `caf::expected`.
+template <class Outcome, class Self>
+void in_rounds(Self* self, const char* what,
+               std::function<void(std::function<void(Outcome)>)> round,
+               std::function<void(Outcome)> done) {
+  auto counted_under = lists_generation(self);
+  round([self, what, round, done, counted_under](Outcome outcome) {
+    auto err = failure_of(outcome);
+    if (err && worth_another_round(self, counted_under, err)) {
+      spdlog::debug("{}: {} is made once more, counted under the lists in "
+                    "use now: {}",
+                    std::decay_t<decltype(self->state)>::kind, what,
+                    self->system().render(err));
+      round(done);
+      return;
+    }
+    done(std::move(outcome));
+  });
+}
+
 /// An error while this node does not know which lists its peers serve
 /// under, yet or any more (it was paused: its view is stale): a majority
 /// under its own list alone may miss what was answered under another, so

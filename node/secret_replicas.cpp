@@ -427,15 +427,14 @@ auto failing_quorum(replicas_pointer self, std::shared_ptr<quorum> votes,
   };
 }
 
-/// Copies `entries` to a majority of each chat's replicas, then `decide`s.
-/// A round that fails while the lists in use move on is made once more,
-/// counted anew, unless it is the `last_round` (`worth_another_round`):
-/// the entries keep their stamps, and a replica that took a copy merges
-/// the same capture again to the same row.
+/// Copies `entries` to a majority of each chat's replicas, then `done`
+/// (once). A round that failed while the lists in use moved on is made
+/// once more (`replica_calls::in_rounds`): the entries keep their stamps,
+/// and a replica that took a copy merges the same capture again to the
+/// same row.
 void queue_round(replicas_pointer self,
                  std::shared_ptr<const std::vector<secret_entry>> entries,
-                 std::function<bool(caf::expected<ok_atom>)> decide,
-                 bool last_round) {
+                 std::function<void(caf::expected<ok_atom>)> done) {
   auto counted_under = replica_calls::lists_generation(self);
   auto plan = plan_for(self, *entries,
                        [](const secret_entry& x) -> const std::string& {
@@ -444,21 +443,11 @@ void queue_round(replicas_pointer self,
   auto votes = std::make_shared<quorum>(plan);
   auto positions = std::make_shared<replica_plan>(plan);
   auto ended = std::make_shared<bool>(false);
-  auto end_round = [self, entries, decide, last_round, counted_under,
-                    ended](caf::expected<ok_atom> outcome) {
+  auto end_round = [done, ended](caf::expected<ok_atom> outcome) {
     if (*ended)
-      return false;
+      return;
     *ended = true;
-    if (!outcome && !last_round
-        && replica_calls::worth_another_round(self, counted_under,
-                                              outcome.error())) {
-      spdlog::debug("secrets: {} entries are queued once more, counted "
-                    "under the lists in use now: {}",
-                    entries->size(), self->system().render(outcome.error()));
-      queue_round(self, entries, decide, true);
-      return true;
-    }
-    return decide(std::move(outcome));
+    done(std::move(outcome));
   };
   to_replicas<ok_atom>(
     self, plan, *entries,
@@ -506,10 +495,12 @@ caf::result<ok_atom> replicate(replicas_pointer self,
     entry.ts_stamp = entry.message_ts != 0 ? entry.stamp : 0;
   }
   auto promise = self->make_response_promise<ok_atom>();
-  queue_round(self,
-              std::make_shared<const std::vector<secret_entry>>(
-                std::move(entries)),
-              decision_for(self, promise), false);
+  auto kept = std::make_shared<const std::vector<secret_entry>>(
+    std::move(entries));
+  replica_calls::in_rounds<caf::expected<ok_atom>>(
+    self, "a queue",
+    [self, kept](auto done) { queue_round(self, kept, done); },
+    decision_for(self, promise));
   return promise;
 }
 
@@ -540,35 +531,20 @@ using lookups_done
   = std::function<void(caf::expected<std::vector<secret_lookup>>)>;
 
 /// Asks every replica of the keys' chats; `done` once a majority of each
-/// chat's replicas answered, merged. A round that fails while the lists in
-/// use move on is made once more unless it is the `last_round`
-/// (`worth_another_round`).
+/// chat's replicas answered, merged.
 void read_round(replicas_pointer self,
                 std::shared_ptr<const std::vector<secret_key>> keys,
-                lookups_done done, bool last_round) {
+                lookups_done done) {
   if (keys->empty())
     return done(std::vector<secret_lookup>{});
   if (auto refusal = replica_calls::lists_unknown(self, "secrets"))
     return done(std::move(*refusal));
-  auto counted_under = replica_calls::lists_generation(self);
   auto plan = plan_for(self, *keys,
                        [](const secret_key& x) -> const std::string& {
                          return x.chat;
                        });
-  auto decide = open_decision<std::vector<secret_lookup>>(
-    self, [self, keys, done, last_round, counted_under](
-            caf::expected<std::vector<secret_lookup>> outcome) {
-      if (!outcome && !last_round
-          && replica_calls::worth_another_round(self, counted_under,
-                                                outcome.error())) {
-        spdlog::debug("secrets: a lookup of {} keys is made once more, "
-                      "counted under the lists in use now: {}",
-                      keys->size(), self->system().render(outcome.error()));
-        read_round(self, keys, done, true);
-        return;
-      }
-      done(std::move(outcome));
-    });
+  auto decide = open_decision<std::vector<secret_lookup>>(self,
+                                                          std::move(done));
   auto votes = std::make_shared<quorum>(plan);
   auto positions = std::make_shared<replica_plan>(plan);
   auto result = std::make_shared<std::vector<secret_lookup>>(keys->size());
@@ -585,11 +561,15 @@ void read_round(replicas_pointer self,
     failing_quorum(self, votes, positions, decide));
 }
 
+/// `read_round`, made once more when it failed while the lists in use
+/// moved on (`replica_calls::in_rounds`).
 void read_quorum(replicas_pointer self, std::vector<secret_key> keys,
                  lookups_done done) {
-  read_round(self,
-             std::make_shared<const std::vector<secret_key>>(std::move(keys)),
-             std::move(done), false);
+  auto kept = std::make_shared<const std::vector<secret_key>>(std::move(keys));
+  replica_calls::in_rounds<caf::expected<std::vector<secret_lookup>>>(
+    self, "a lookup",
+    [self, kept](auto round_done) { read_round(self, kept, round_done); },
+    std::move(done));
 }
 
 /// Flushes every node of every list in use (`replica_atom, flush_atom` to

@@ -76,6 +76,7 @@ auto open_call(coordinator_pointer self,
 using replica_calls::lists_in_use;
 using replica_calls::lists_generation;
 using replica_calls::lists_unknown;
+using replica_calls::in_rounds;
 
 replica_calls::replica_set replicas_of(coordinator_pointer self,
                                        const std::string& session) {
@@ -483,24 +484,11 @@ auto ok_or(Answer answer) {
 
 /// `load`: the newest content a majority shows.
 void load_call(coordinator_pointer self, const std::string& session,
-               std::function<void(caf::expected<session_record>)> done,
-               bool last_round = false) {
+               std::function<void(caf::expected<session_record>)> done) {
   if (auto refusal = lists_unknown(self, "session " + session)) {
     done(std::move(*refusal));
     return;
   }
-  // Read once more when a round fails while the lists in use move on
-  // (`worth_another_round`).
-  auto counted_under = lists_generation(self);
-  auto finish = [=](caf::expected<session_record> record) {
-    if (!record && !last_round
-        && replica_calls::worth_another_round(self, counted_under,
-                                              record.error())) {
-      load_call(self, session, done, true);
-      return;
-    }
-    done(std::move(record));
-  };
   auto set = replicas_of(self, session);
   const auto& nodes = set.nodes;
   auto view = std::make_shared<round_view>();
@@ -508,34 +496,34 @@ void load_call(coordinator_pointer self, const std::string& session,
   view->answers.resize(nodes.size());
   auto votes = make_tally(set, [=](bool ok, const std::string& failures) {
     if (!ok) {
-      finish(no_quorum(session, failures));
+      done(no_quorum(session, failures));
       return;
     }
     auto best = *view->newest();
     const auto& newest = view->answers[best]->version;
     if (newest.content != static_cast<uint8_t>(session_content::blob)) {
-      finish(make_error(errc::not_found,
-                        newest.content
-                            == static_cast<uint8_t>(session_content::deleted)
-                          ? "session " + session + " was deleted"
-                          : "no session " + session));
+      done(make_error(errc::not_found,
+                      newest.content
+                          == static_cast<uint8_t>(session_content::deleted)
+                        ? "session " + session + " was deleted"
+                        : "no session " + session));
       return;
     }
     ask<session_image>(
       self, nodes[best],
       [=](session_image& image) {
         if (!same_content(image.version, newest)) {
-          finish(make_error(errc::no_quorum,
-                            "session " + session
-                              + ": its newest replica changed while read"));
+          done(make_error(errc::no_quorum,
+                          "session " + session
+                            + ": its newest replica changed while read"));
           return;
         }
-        finish(std::move(image.record));
+        done(std::move(image.record));
       },
       [=](const std::string& why) {
-        finish(make_error(errc::no_quorum,
-                          "session " + session + ": the replica with its "
-                            "newest content " + why));
+        done(make_error(errc::no_quorum,
+                        "session " + session + ": the replica with its "
+                          "newest content " + why));
       },
       image_atom::value, session);
   });
@@ -558,45 +546,13 @@ void load_call(coordinator_pointer self, const std::string& session,
   }
 }
 
-/// `stored_generation`: a prepare that reads the generation a majority
-/// shows; made once more when it fails while the lists in use move on
-/// (`worth_another_round`).
-void generation_call(coordinator_pointer self, const std::string& session,
-                     std::function<void(caf::error)> done,
-                     bool last_round = false) {
-  auto counted_under = lists_generation(self);
-  prepare(self, session, true, [=](caf::error err) {
-    if (err && !last_round
-        && replica_calls::worth_another_round(self, counted_under, err)) {
-      generation_call(self, session, done, true);
-      return;
-    }
-    done(std::move(err));
-  });
-}
-
 /// `claim`: the generation at a majority for `claimant`.
 void claim_call(coordinator_pointer self, const std::string& session,
                 uint64_t generation, const std::string& claimant,
-                std::function<void(caf::error)> done,
-                bool last_round = false) {
-  // Made once more when a round fails while the lists in use move on
-  // (`worth_another_round`): a replica that took the claim takes it again.
-  auto started_under = lists_generation(self);
-  auto finish = [=](caf::error err) {
-    if (err && !last_round
-        && replica_calls::worth_another_round(self, started_under, err)) {
-      spdlog::debug("sessions: the claim of session {} is made once more, "
-                    "counted under the lists in use now: {}",
-                    session, self->system().render(err));
-      claim_call(self, session, generation, claimant, done, true);
-      return;
-    }
-    done(std::move(err));
-  };
+                std::function<void(caf::error)> done) {
   prepare(self, session, false, [=](caf::error err) {
     if (err) {
-      finish(std::move(err));
+      done(std::move(err));
       return;
     }
     auto counted_under = lists_generation(self);
@@ -609,23 +565,23 @@ void claim_call(coordinator_pointer self, const std::string& session,
         if (auto changed = lists_changed_during(self, session,
                                                 counted_under)) {
           c.prepared = false;
-          finish(std::move(*changed));
+          done(std::move(*changed));
           return;
         }
         c.floor = std::max(c.floor, generation);
         c.claimant = claimant;
         c.stored = true;
-        finish(caf::none);
+        done(caf::none);
         return;
       }
       c.prepared = false;
       if (*stale)
-        finish(make_error(errc::stale_generation,
-                          "session " + session + ": generation "
-                            + std::to_string(generation)
-                            + " is taken on a majority of its replicas"));
+        done(make_error(errc::stale_generation,
+                        "session " + session + ": generation "
+                          + std::to_string(generation)
+                          + " is taken on a majority of its replicas"));
       else
-        finish(no_quorum(session, failures));
+        done(no_quorum(session, failures));
     });
     for (auto node : set.nodes)
       ask<replica_answer>(
@@ -713,14 +669,16 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
       auto promise = self->make_response_promise<session_record>();
       auto answer = open_call(self, promise);
       in_turn(self, session, [=](std::function<void()> finish) {
-        load_call(self, session,
-                  [answer, finish](caf::expected<session_record> record) {
-                    if (record)
-                      answer(std::move(*record));
-                    else
-                      answer(std::move(record.error()));
-                    finish();
-                  });
+        in_rounds<caf::expected<session_record>>(
+          self, "a load",
+          [self, session](auto done) { load_call(self, session, done); },
+          [answer, finish](caf::expected<session_record> record) {
+            if (record)
+              answer(std::move(*record));
+            else
+              answer(std::move(record.error()));
+            finish();
+          });
       });
       return promise;
     },
@@ -729,15 +687,18 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
         = self->make_response_promise<bool, uint64_t, std::string>();
       auto answer = open_call(self, promise);
       in_turn(self, session, [=](std::function<void()> finish) {
-        generation_call(self, session, [=](caf::error err) {
-          if (err) {
-            answer(std::move(err));
-          } else {
-            const auto& c = coordination_of(self, session);
-            answer(c.stored, c.floor, c.claimant);
-          }
-          finish();
-        });
+        in_rounds<caf::error>(
+          self, "a generation read",
+          [self, session](auto done) { prepare(self, session, true, done); },
+          [=](caf::error err) {
+            if (err) {
+              answer(std::move(err));
+            } else {
+              const auto& c = coordination_of(self, session);
+              answer(c.stored, c.floor, c.claimant);
+            }
+            finish();
+          });
       });
       return promise;
     },
@@ -746,11 +707,16 @@ session_coordinator(coordinator_pointer self, session_replica_io_actor local,
       auto promise = self->make_response_promise<ok_atom>();
       auto answer = open_call(self, promise);
       in_turn(self, session, [=](std::function<void()> finish) {
-        claim_call(self, session, generation, claimant,
-                   [answer, finish](caf::error err) {
-                     ok_or(answer)(std::move(err));
-                     finish();
-                   });
+        // A replica that took the claim takes it again alike.
+        in_rounds<caf::error>(
+          self, "a claim",
+          [=](auto done) {
+            claim_call(self, session, generation, claimant, done);
+          },
+          [answer, finish](caf::error err) {
+            ok_or(answer)(std::move(err));
+            finish();
+          });
       });
       return promise;
     },
