@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 
 #include <chrono>
@@ -44,10 +45,35 @@ sigset_t block_node_signals() {
   return signals;
 }
 
+/// CAF 0.17.6 throws while decoding some of its own types from a peer (a
+/// `config_value` or stream message with an unknown type index: "invalid
+/// type found"), on a scheduler thread that catches nothing, so the process
+/// ends in std::terminate. Nothing can keep the node up then; this names
+/// why it stopped in the log, where an operator looks first.
+[[noreturn]] void log_and_abort_on_uncaught_exception() {
+  std::string what = "an unknown exception";
+  if (auto thrown = std::current_exception()) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const std::exception& error) {
+      what = error.what();
+    } catch (...) {
+    }
+  }
+  spdlog::critical("the node stops: an exception no actor caught: {} (CAF "
+                   "0.17.6 throws \"invalid type found\" while decoding a "
+                   "peer's message it cannot read; see \"Known limits of CAF "
+                   "0.17\" in docs/operating.md)",
+                   what);
+  spdlog::default_logger()->flush();
+  std::abort();
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   using namespace coalesce;
+  std::set_terminate(log_and_abort_on_uncaught_exception);
   auto node_signals = block_node_signals();
   node_config cfg;
   if (auto problem = load_node_config(cfg, argc, argv); !problem.empty()) {

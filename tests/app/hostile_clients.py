@@ -22,6 +22,10 @@ that the caller checks the node while they are held:
                                     requests again, answers never read
   record PORT_FILE NODE_PORT OUT    a relay writing what one client sends
                                     the node to OUT (its port to PORT_FILE)
+  undecodable - PORT                a BASP handshake as a new peer, then one
+                                    message CAF 0.17.6 throws on while
+                                    decoding it; prints whether the node
+                                    closed the connection within 10 s
 """
 import os
 import random
@@ -369,6 +373,70 @@ def never_read(port, recording, hold, connections, repeats):
     hold_while(hold, held)
 
 
+# -- plain port: a message CAF cannot decode ---------------------------------
+
+# A message of one CAF `config_value` whose variant type index (0x96) names
+# none of its nine types: CAF 0.17.6's variant reader throws
+# std::runtime_error("invalid type found") instead of failing the decode.
+# The encoding is CAF's message format: a zero, the element types' names,
+# then each element.
+UNDECODABLE_TYPES = b"@<>+@config_value"
+UNDECODABLE_MESSAGE = b"\x00\x00" + bytes([len(UNDECODABLE_TYPES)]) + UNDECODABLE_TYPES + b"\x96"
+BASP_NODE_ID_DEFAULT_DATA = 8 + 4 + 20  # its kind (an atom), a pid, a host hash
+
+
+def read_exactly(sock, count):
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise EOFError("the node closed the connection")
+        data += chunk
+    return data
+
+
+def varbyte(data, at):
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def undecodable(port):
+    """Completes the BASP handshake as a peer of its own node id, then sends
+    the node's published actor UNDECODABLE_MESSAGE."""
+    s = connect(port, timeout=10)
+    header = BASP_HEADER.unpack(read_exactly(s, BASP_HEADER.size))
+    version, payload = header[5], read_exactly(s, header[4])
+    # The server handshake: the node's id, its application ids, then the
+    # published actor's id.
+    at = BASP_NODE_ID_DEFAULT_DATA
+    app_ids, at = varbyte(payload, at)
+    for _ in range(app_ids):
+        length, at = varbyte(payload, at)
+        at += length
+    (published,) = struct.unpack_from(">Q", payload, at)
+    peer = payload[:8] + struct.pack(">I", os.getpid()) + os.urandom(20)
+    s.sendall(BASP_HEADER.pack(BASP_CLIENT_HANDSHAKE, 0, 0, 0, len(peer), version, 0, 0) + peer)
+    message = b"\x00" + UNDECODABLE_MESSAGE  # no stages, then the message
+    s.sendall(BASP_HEADER.pack(BASP_DIRECT_MESSAGE, 0, 0, 0, len(message), 0, 0, published)
+              + message)
+    try:
+        while s.recv(65536):
+            pass
+        closed = True
+    except ConnectionResetError:
+        closed = True
+    except socket.timeout:
+        closed = False
+    print(f"undecodable: sent to actor {published}; the node "
+          f"{'closed the connection' if closed else 'kept the connection open'}", flush=True)
+
+
 # -- random bytes (app.tls) --------------------------------------------------
 
 def garbage(port, hold, connections):
@@ -403,6 +471,8 @@ def main(argv):
         metrics_attack(int(args[0]), hold)
     elif command == "never-read":
         never_read(int(args[0]), args[1], hold, int(args[2]), int(args[3]))
+    elif command == "undecodable":
+        undecodable(int(args[0]))
     elif command == "record":  # HOLD is the file its port is written to
         record(int(args[0]), args[1], hold)
     else:
