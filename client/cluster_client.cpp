@@ -231,15 +231,21 @@ void send_to(client_pointer self, std::size_t index,
   auto id = ++self->state.last_exchange;
   self->state.exchanges.emplace(id, on_error);
   auto ended = [self, id] { return self->state.exchanges.erase(id) == 0; };
-  with_node(self, index, deadline, [=](const caf::error& failed) mutable {
+  // Moved, not copied, into the waiter: a batch is its whole size.
+  with_node(self, index, deadline,
+            [=, request = std::make_tuple(std::move(xs)...)](
+              const caf::error& failed) mutable {
     if (failed) {
       if (!ended())
         on_error(failed);
       return;
     }
-    self
-      ->request(self->state.links[index].handle, remaining(deadline),
-                std::move(xs)...)
+    std::apply(
+      [&](auto&... args) {
+        return self->request(self->state.links[index].handle,
+                             remaining(deadline), std::move(args)...);
+      },
+      request)
       .then(
         [on_answer, ended](Output& answer) mutable {
           if (!ended())
@@ -730,10 +736,11 @@ caf::result<Output> route(output<Output>, client_pointer self, Atom atom,
       return promise;
     }
   }
-  auto rule = routing_rule(atom, args...);
-  using rule_type = decltype(rule);
+  // The rule's kind only: a batch's keys are found where it is split.
+  using rule_type = decltype(routing_rule(atom, args...));
   if constexpr (std::is_same_v<rule_type, one_key>) {
-    return to_owner<Output>(self, rule.key, atom, args...);
+    return to_owner<Output>(self, routing_rule(atom, args...).key, atom,
+                            args...);
   } else if constexpr (std::is_same_v<rule_type, each_key>) {
     static_assert(sizeof...(Args) == 1,
                   "a batch request (each_key) carries its batch alone");
