@@ -47,9 +47,11 @@ sigset_t block_node_signals() {
 
 /// CAF 0.17.6 throws while decoding some of its own types from a peer (a
 /// `config_value` or stream message with an unknown type index: "invalid
-/// type found"), on a scheduler thread that catches nothing, so the process
-/// ends in std::terminate. Nothing can keep the node up then; this names
-/// why it stopped in the log, where an operator looks first.
+/// type found"); in a BASP worker, on a scheduler thread that catches
+/// nothing, so the process ends in std::terminate (in the BASP broker the
+/// node's broker watch stops it: coalesce/node/node.hpp). Nothing can keep
+/// the node up then; this names why it stopped in the log, where an
+/// operator looks first.
 [[noreturn]] void log_and_abort_on_uncaught_exception() {
   std::string what = "an unknown exception";
   if (auto thrown = std::current_exception()) {

@@ -1,8 +1,11 @@
 #include <coalesce/node/node.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -182,6 +185,35 @@ int next_signal(const sigset_t& signals, bool ticking) {
   return signal < 0 ? 0 : signal; // EAGAIN (the tick) or EINTR
 }
 
+/// Watches CAF's BASP broker, which carries every connection of the node
+/// (its peers' and its clients'). CAF 0.17.6 stops it for good on an
+/// exception while it decodes a message (when no BASP worker is free it
+/// decodes itself: docs/operating.md, "Known limits of CAF 0.17"), and a
+/// node without it serves nobody while it looks alive. The watch says so
+/// in the log, sets `lost` and sends the process SIGTERM: the node stops
+/// as if told to, writing what it holds, with a failed status for its
+/// supervisor to restart it.
+caf::actor watch_basp_broker(caf::actor_system& sys,
+                             std::shared_ptr<std::atomic<bool>> lost) {
+  auto broker = sys.middleman().named_broker<caf::io::basp_broker>(
+    caf::atom("BASP"));
+  return sys.spawn([broker, lost](caf::event_based_actor* self) {
+    self->monitor(broker);
+    self->set_down_handler([self, lost](const caf::down_msg& msg) {
+      spdlog::critical("the node stops: CAF's BASP broker, which carries "
+                       "every connection to peers and clients, stopped ({}); "
+                       "a restart starts another (see \"Known limits of CAF "
+                       "0.17\" in docs/operating.md)",
+                       to_string(msg.reason));
+      lost->store(true);
+      kill(getpid(), SIGTERM);
+      self->quit();
+    });
+    // Only the down message matters; a behavior keeps the actor alive.
+    return caf::behavior{[](ok_atom) {}};
+  });
+}
+
 } // namespace
 
 int run_node(caf::actor_system& sys, const node_settings& settings,
@@ -351,6 +383,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   }
   if (*metrics)
     spdlog::info("metrics on {}", (*metrics)->address());
+  auto network_lost = std::make_shared<std::atomic<bool>>(false);
+  auto broker_watch = watch_basp_broker(sys, network_lost);
   if (events.ready)
     events.ready(settings.host + ":" + std::to_string(*port));
   caf::actor reporter;
@@ -395,6 +429,8 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
                  "stdout and reads its config file only at start; SIGTERM "
                  "stops it)");
   }
+  // Before the middleman stops with the actor system, after this returns.
+  caf::anon_send_exit(broker_watch, caf::exit_reason::user_shutdown);
   spdlog::info("received {}, shutting down within {}",
                signal == SIGINT ? "SIGINT" : "SIGTERM",
                caf::deep_to_string(settings.shutdown_timeout));
@@ -428,10 +464,10 @@ int run_node(caf::actor_system& sys, const node_settings& settings,
   if (replicas)
     caf::anon_send_exit(replicas, caf::exit_reason::user_shutdown);
 
-  auto status = written ? EXIT_SUCCESS : EXIT_FAILURE;
-  spdlog::info("stopped ({})", status == EXIT_SUCCESS
-                                 ? "everything written"
-                                 : "NOT everything was written");
+  auto status = written && !network_lost->load() ? EXIT_SUCCESS : EXIT_FAILURE;
+  spdlog::info("stopped ({}{})",
+               written ? "everything written" : "NOT everything was written",
+               network_lost->load() ? "; its connections were lost" : "");
   return status;
 }
 

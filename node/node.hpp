@@ -34,8 +34,10 @@ struct node_events {
 /// ignoring a SIGHUP among them, and telling a clustered node's
 /// coordinators of a SIGCONT among them (it was paused:
 /// coalesce/node/pause_watch.hpp). Block them in every thread first,
-/// before the actor system starts its threads. Returns the process's exit
-/// status: success when everything queued was written.
+/// before the actor system starts its threads. A node whose BASP broker
+/// stopped (CAF stops it for good on a message it cannot decode) serves
+/// nobody: it stops as on SIGTERM. Returns the process's exit status:
+/// success when everything queued was written and the broker lived.
 int run_node(caf::actor_system& sys, const node_settings& settings,
              const sigset_t& signals, const node_events& events = {});
 

@@ -164,26 +164,28 @@ test_clients_that_never_read_their_answers_leave_the_node_serving() {
 NEVER_READ_CONNECTIONS=2
 NEVER_READ_REPEATS=16
 
-# CAF 0.17.6 throws on a scheduler thread while decoding a CAF config_value
-# with an unknown type index, and the process ends: no actor of ours sees
-# the message (docs/operating.md, "Known limits of CAF 0.17"). What the node
-# owes then: the reason in its log, a prompt exit for its supervisor to
-# restart, and everything it answered still there after the restart.
-test_a_message_caf_cannot_decode_stops_the_node_naming_why_and_loses_nothing() {
-  start_node undecodable || { CURRENT_OK=0; return; }
+# CAF 0.17.6 throws while decoding a CAF config_value with an unknown type
+# index, and no actor of ours sees the message (docs/operating.md, "Known
+# limits of CAF 0.17"). What the node owes then: the reason in its log, an
+# exit with a failed status for its supervisor to restart it, and
+# everything it answered still there after the restart.
+# undecodable_stops_the_node NAME STATUS LOG_LINE [NODE_ARGS...]
+undecodable_stops_the_node() {
+  local name="$1" status="$2" line="$3"
+  shift 3
+  start_node "$name" "$@" || { CURRENT_OK=0; return; }
   head -c 65536 /dev/urandom >"$WORK/blob"
   check "a session is put (answered once durable)" cli session put s1 "$WORK/blob"
-  python3 "$ATTACKER" undecodable - "$PORT" >"$WORK/undecodable.out" 2>&1
-  sed 's/^/    /' "$WORK/undecodable.out"
+  python3 "$ATTACKER" undecodable - "$PORT" >"$WORK/$name.out" 2>&1
+  sed 's/^/    /' "$WORK/$name.out"
   check "the attacker completed the handshake and sent the message" \
-    grep -q "^undecodable: sent to actor" "$WORK/undecodable.out"
+    grep -q "^undecodable: sent to actor" "$WORK/$name.out"
   check "the node stops within 30 s" wait_exit "$NODE_PID" 30
-  check "with SIGABRT's status, for a supervisor to restart it (got $EXIT_CODE)" \
-    [ "$EXIT_CODE" = 134 ]
-  check "its log names the exception and where the limit is described" \
-    grep -q "\[critical\] the node stops: an exception no actor caught: invalid type found .*Known limits of CAF 0.17" \
-    "$WORK/undecodable.log"
-  start_node undecodable || { CURRENT_OK=0; return; }
+  check "with status $status, for a supervisor to restart it (got $EXIT_CODE)" \
+    [ "$EXIT_CODE" = "$status" ]
+  check "its log names why and where the limit is described" \
+    grep -q "$line.*Known limits of CAF 0.17" "$WORK/$name.log"
+  start_node "$name" "$@" || { CURRENT_OK=0; return; }
   cli --timeout=10s session get s1 >"$WORK/after-restart"
   check "restarted on its data, it answers the session it had answered" \
     cmp -s "$WORK/blob" "$WORK/after-restart"
@@ -191,8 +193,28 @@ test_a_message_caf_cannot_decode_stops_the_node_naming_why_and_loses_nothing() {
   check "the restarted node stops cleanly" wait_exit "$NODE_PID" 60
 }
 
+# Decoded by a BASP worker, on a scheduler thread that catches nothing: the
+# process ends in std::terminate, SIGABRT's status.
+test_a_message_caf_cannot_decode_stops_the_node_naming_why_and_loses_nothing() {
+  undecodable_stops_the_node undecodable 134 \
+    "\\[critical\\] the node stops: an exception no actor caught: invalid type found"
+}
+
+# Decoded by the BASP broker itself (CAF does when no worker is free; with
+# none configured, always): CAF stops the broker and the node would live
+# on without a connection. It stops instead, writing what it holds.
+test_a_message_that_stops_the_basp_broker_stops_the_node_cleanly() {
+  undecodable_stops_the_node broker-decodes 1 \
+    "\\[critical\\] the node stops: CAF's BASP broker, which carries every connection to peers and clients, stopped" \
+    --middleman.workers=0
+  check "and it wrote everything before it stopped" \
+    grep -q "stopped (everything written; its connections were lost)" \
+    "$WORK/broker-decodes.log"
+}
+
 run_test "hostile tls and http leave the node serving within 100 mib"
 run_test "clients that never read their answers leave the node serving"
 run_test "a message caf cannot decode stops the node naming why and loses nothing"
+run_test "a message that stops the basp broker stops the node cleanly"
 
 finish_tests
