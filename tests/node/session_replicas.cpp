@@ -180,6 +180,8 @@ struct claim_gate_state {
   node_actor target;
   /// Claims received, held or passed.
   std::size_t claims = 0;
+  /// The generation each claim asked for, in order.
+  std::vector<uint64_t> generations;
   std::vector<std::pair<response_promise, message>> held;
   std::optional<response_promise> holding;
   bool open = false;
@@ -204,6 +206,7 @@ behavior claim_gate(stateful_actor<claim_gate_state>* self,
                                   std::move(claimant), std::move(stamp));
       auto& st = self->state;
       ++st.claims;
+      st.generations.push_back(generation);
       if (st.open)
         return self->delegate(actor_cast<actor>(st.target), std::move(request));
       auto promise = self->make_response_promise();
@@ -235,6 +238,9 @@ behavior claim_gate(stateful_actor<claim_gate_state>* self,
     },
     [self](get_atom) -> result<message> {
       return make_message(self->state.claims);
+    },
+    [self](get_atom, claim_atom) -> result<message> {
+      return make_message(self->state.generations);
     },
   };
 }
@@ -1140,6 +1146,11 @@ CAF_TEST(a claim a majority took while another list came into use is made again)
                                                         *lists, grown);
   CAF_REQUIRE(registered);
   CAF_CHECK_EQUAL(ask<std::size_t>(gate1, get_atom::value), 2u);
+  // The coordinator made the same claim again (its second round), not the
+  // persister a register of its own, which would claim a later generation.
+  auto claimed = ask<std::vector<uint64_t>>(gate1, get_atom::value,
+                                            claim_atom::value);
+  CAF_CHECK(claimed == std::vector<uint64_t>(2, *registered));
   auto held = version_at(1, session);
   CAF_CHECK_EQUAL(held.generation, *registered);
   anon_send(gate2, open_gate_atom::value);
