@@ -1,5 +1,6 @@
 #include <coalesce/actors/session_io_worker.hpp>
 
+#include <deque>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -16,6 +17,34 @@
 namespace coalesce {
 
 namespace {
+
+/// Syncs the WAL: the I/O actor's helper for the pipelined sync, on its own
+/// thread when the I/O actor has one (a blocking call).
+using wal_syncer_actor
+  = caf::typed_actor<caf::replies_to<sync_atom>::with<ok_atom>>;
+
+wal_syncer_actor::behavior_type
+wal_syncer(wal_syncer_actor::pointer, std::shared_ptr<storage::database> db) {
+  return {
+    [db](sync_atom) -> caf::result<ok_atom> {
+      if (auto err = guarded_write(*db, [&] { return db->sync_wal(); }))
+        return err;
+      return ok_atom::value;
+    },
+  };
+}
+
+/// A group written without fsync whose writes wait for the WAL sync after
+/// it (pipelined sync): their parked requests and outcomes.
+struct unsynced_group {
+  /// The group's number: a sync reported for `n` covers groups up to `n`.
+  uint64_t number = 0;
+  std::vector<uint64_t> waiters;
+  /// Per waiter: its refusal, or none when the batch carried it.
+  std::vector<caf::error> refused;
+  /// The sessions written, forgotten in `known` when the sync fails.
+  std::vector<std::string> sessions;
+};
 
 struct session_io_state {
   /// The database every call goes to; shared with the node's other
@@ -47,7 +76,19 @@ struct session_io_state {
   uint64_t groups = 0;
   /// Batches written while the database syncs every write (groups and
   /// erases), for the persister's stats: with durability `buffered`, none.
+  /// With the pipelined sync, the WAL syncs instead.
   uint64_t fsyncs = 0;
+  /// Pipelined sync (over a `synced` database): a group of several writes
+  /// is written without fsync and answered once this actor synced the WAL
+  /// after it, so that the I/O actor writes the next group meanwhile.
+  /// None (durability `buffered`): each group is answered once written.
+  wal_syncer_actor syncer;
+  /// Groups written and not yet answered, oldest first.
+  std::deque<unsynced_group> unsynced;
+  /// The number of the last group written, and the one the sync under way
+  /// covers (0: none is under way).
+  uint64_t last_group = 0;
+  uint64_t syncing_up_to = 0;
 };
 
 using io_pointer
@@ -130,6 +171,70 @@ void commit_pending_deltas(io_pointer self) {
   }
 }
 
+void commit_pending(io_pointer self);
+
+/// Answers the writes of every unsynced group up to number `up_to`: each
+/// with its refusal, or with `failure`, or ok.
+void answer_synced(io_pointer self, uint64_t up_to, const caf::error& failure) {
+  auto& st = self->state;
+  while (!st.unsynced.empty() && st.unsynced.front().number <= up_to) {
+    auto group = std::move(st.unsynced.front());
+    st.unsynced.pop_front();
+    if (failure)
+      for (const auto& session : group.sessions)
+        st.known.erase(session);
+    for (std::size_t i = 0; i < group.waiters.size(); ++i) {
+      if (i < group.refused.size() && group.refused[i])
+        st.waiters.answer(group.waiters[i], group.refused[i]);
+      else if (failure)
+        st.waiters.answer(group.waiters[i], failure);
+      else
+        st.waiters.answer(group.waiters[i], ok_atom::value);
+    }
+  }
+}
+
+/// Asks the syncer for a sync of every group written so far, unless a sync
+/// is under way: its answer starts the next one.
+void start_sync(io_pointer self) {
+  auto& st = self->state;
+  if (st.syncing_up_to != 0 || st.unsynced.empty())
+    return;
+  st.syncing_up_to = st.last_group;
+  ++st.fsyncs;
+  auto synced = [self](const caf::error& failure) {
+    auto& st = self->state;
+    auto up_to = std::exchange(st.syncing_up_to, 0);
+    if (failure)
+      spdlog::warn("session persister: the WAL sync after group {} failed: "
+                   "{}",
+                   up_to, self->system().render(failure));
+    answer_synced(self, up_to, failure);
+    // Writes that arrived before this answer wait for a write handler that
+    // finds the mailbox empty: this may have been the last message.
+    if (self->mailbox().empty())
+      commit_pending(self);
+    start_sync(self);
+  };
+  self->request(st.syncer, caf::infinite, sync_atom::value)
+    .then([synced](ok_atom) { synced(caf::none); },
+          [synced](caf::error& err) { synced(err); });
+}
+
+/// Syncs the groups not yet synced here (RocksDB waits for a sync under
+/// way) and answers them: before a read, so that a read never answers a
+/// write that is not durable (a failure is also the read's), and for a
+/// write alone.
+caf::error sync_here(io_pointer self) {
+  auto& st = self->state;
+  if (st.unsynced.empty())
+    return caf::none;
+  auto err = guarded_write(*st.db, [&] { return st.db->sync_wal(); });
+  ++st.fsyncs;
+  answer_synced(self, st.last_group, err);
+  return err;
+}
+
 /// Writes the pending group as one batch and answers each of its writes.
 void commit_pending(io_pointer self) {
   commit_pending_deltas(self);
@@ -141,16 +246,38 @@ void commit_pending(io_pointer self) {
   st.pending.clear();
   st.pending_waiters.clear();
   storage::session_group_result result;
+  auto pipelined = static_cast<bool>(st.syncer);
   auto failure = guarded_write(*st.db, [&] {
     if (st.known.size() > max_known)
       st.known.clear();
-    result = storage::save_session_group(*st.db, writes, std::nullopt,
-                                         &st.known);
+    result = storage::save_session_group(
+      *st.db, writes,
+      pipelined ? std::optional{storage::durability::buffered} : std::nullopt,
+      &st.known);
     return result.failure;
   });
   if (result.written) {
     ++st.groups;
-    count_batch(self);
+    if (!pipelined)
+      count_batch(self);
+  }
+  if (pipelined && !failure) {
+    // Even a refusal waits: it was decided against writes not yet durable.
+    unsynced_group group;
+    group.number = ++st.last_group;
+    group.waiters = std::move(waiters);
+    group.refused = std::move(result.refused);
+    for (auto& write : writes)
+      group.sessions.push_back(std::move(write.session));
+    st.unsynced.push_back(std::move(group));
+    // A write alone (no load to overlap with) syncs here: no messages to
+    // the syncer stand between it and its answer.
+    if (writes.size() == 1 && st.syncing_up_to == 0) {
+      sync_here(self);
+      return;
+    }
+    start_sync(self);
+    return;
   }
   for (std::size_t i = 0; i < waiters.size(); ++i) {
     const caf::error* err = nullptr;
@@ -180,8 +307,16 @@ caf::result<replica_answer> change_replica(io_pointer self,
 }
 
 session_replica_io_actor::behavior_type
-session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
+session_io_worker(io_pointer self, std::shared_ptr<storage::database> db,
+                  bool detached) {
   self->state.db = std::move(db);
+  // The syncer blocks like the I/O actor does: on a thread of its own when
+  // the I/O actor has one. Linked: neither outlives the other.
+  auto& st = self->state;
+  if (st.db->mode() == storage::durability::synced)
+    st.syncer = detached
+                  ? self->spawn<caf::detached + caf::linked>(wal_syncer, st.db)
+                  : self->spawn<caf::linked>(wal_syncer, st.db);
   return {
     [self](write_atom, storage::session_write& write) {
       auto& st = self->state;
@@ -226,6 +361,8 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
     [self](load_atom, const std::string& session)
       -> caf::result<session_record> {
       commit_pending(self);
+      if (auto err = sync_here(self))
+        return err;
       auto record = storage::load_session(*self->state.db, session);
       if (!record)
         return std::move(record.error());
@@ -234,6 +371,8 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
     [self](stored_generation_atom, const std::string& session)
       -> caf::result<bool, uint64_t, std::string> {
       commit_pending(self);
+      if (auto err = sync_here(self))
+        return err;
       auto stored = storage::stored_generation(*self->state.db, session);
       if (!stored)
         return std::move(stored.error());
@@ -329,6 +468,8 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
     [self](replica_atom, image_atom, const std::string& session)
       -> caf::result<session_image> {
       commit_pending(self);
+      if (auto err = sync_here(self))
+        return err;
       auto image = storage::replica_image(*self->state.db, session);
       if (!image)
         return std::move(image.error());
@@ -337,6 +478,8 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
     [self](replica_atom, version_atom, const std::string& session)
       -> caf::result<replica_answer> {
       commit_pending(self);
+      if (auto err = sync_here(self))
+        return err;
       auto answer = storage::replica_version(*self->state.db, session);
       if (!answer)
         return std::move(answer.error());
@@ -355,13 +498,13 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db) {
 session_replica_io_actor
 spawn_detached_session_io_worker(caf::actor_system& sys,
                                  std::shared_ptr<storage::database> db) {
-  return sys.spawn<caf::detached>(session_io_worker, std::move(db));
+  return sys.spawn<caf::detached>(session_io_worker, std::move(db), true);
 }
 
 session_replica_io_actor
 spawn_scheduled_session_io_worker(caf::actor_system& sys,
                                   std::shared_ptr<storage::database> db) {
-  return sys.spawn(session_io_worker, std::move(db));
+  return sys.spawn(session_io_worker, std::move(db), false);
 }
 
 } // namespace coalesce

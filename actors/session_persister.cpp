@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <set>
@@ -36,6 +37,11 @@ struct writer_entry {
   /// The handle of the last persist sent to it: where its queued write
   /// comes from, re-resolved (`restand`) when a register changes it.
   session_handle_actor last_handle;
+  /// Whether it said it is idle having received everything sent to it: it
+  /// waits warm in `idle_writers` (at `idle_at`) for its session's next
+  /// request, and may be retired while it stays so.
+  bool idle = false;
+  std::list<std::string>::iterator idle_at;
 };
 
 /// One running `flushall`, under the id of its parked request.
@@ -60,9 +66,14 @@ struct persister_state {
   /// The handles monitored (each once): registered ones and those a delete
   /// named; a death reaches `registry.handle_down`.
   caller_monitor handles;
-  /// The writer of each session with work. An entry goes when its writer
-  /// retires or dies; the next request about the session spawns a new one.
+  /// The writer of each session with work, and of up to
+  /// `options.idle_writers` sessions whose writers went idle. An entry goes
+  /// when its writer retires or dies; the next request about the session
+  /// spawns a new one.
   std::unordered_map<std::string, writer_entry> writers;
+  /// The sessions whose writers are idle, the most recently idle first: the
+  /// last one retires when there are more than `options.idle_writers`.
+  std::list<std::string> idle_writers;
   /// Every lease issued and not yet released, with its session: a client's
   /// `release` finds the writer through it (errc::not_found for any other
   /// id); a writer's `release` for a dead holder removes it.
@@ -268,6 +279,20 @@ void end_claim(persister_pointer self, const std::string& session) {
     run_line(self, session, caf::none);
 }
 
+/// An idle writer is about to get work: it is no longer idle.
+void wake(persister_state& st, writer_entry& entry) {
+  if (!entry.idle)
+    return;
+  st.idle_writers.erase(entry.idle_at);
+  entry.idle = false;
+}
+
+/// Whether `session` has a writer with work (an idle one has none).
+bool busy_writer(const persister_state& st, const std::string& session) {
+  auto i = st.writers.find(session);
+  return i != st.writers.end() && !i->second.idle;
+}
+
 /// The session's writer, spawned when it has none; counts one message sent.
 /// `handle` (when given) is where the message's write comes from.
 writer_entry& writer_for(persister_pointer self, const std::string& session,
@@ -277,8 +302,11 @@ writer_entry& writer_for(persister_pointer self, const std::string& session,
   if (i == st.writers.end()) {
     auto writer = spawn_session_writer(self, session, io_for(self, session),
                                        st.options);
-    i = st.writers.emplace(session, writer_entry{std::move(writer), 0, {}})
+    i = st.writers.emplace(session, writer_entry{std::move(writer), 0, {},
+                                                 false, {}})
           .first;
+  } else {
+    wake(st, i->second);
   }
   ++i->second.sent;
   if (handle)
@@ -427,7 +455,8 @@ on_delete(persister_pointer self, const std::string& session,
 void restand(persister_pointer self, const std::string& session) {
   auto& st = self->state;
   auto i = st.writers.find(session);
-  if (i == st.writers.end() || !i->second.last_handle)
+  // An idle writer has no queued write whose source could change.
+  if (i == st.writers.end() || !i->second.last_handle || i->second.idle)
     return;
   auto& entry = i->second;
   ++entry.sent;
@@ -547,7 +576,8 @@ answer_in_line(persister_pointer self, const std::string& session,
 caf::result<session_persister_stats> on_stats(persister_pointer self) {
   auto& st = self->state;
   auto result = std::make_shared<session_persister_stats>(st.stats);
-  result->active_writers = st.writers.size();
+  result->active_writers = st.writers.size() - st.idle_writers.size();
+  result->idle_writers = st.idle_writers.size();
   result->failed_sessions = st.registry.failed_count();
   auto promise = self->make_response_promise<session_persister_stats>();
   auto id = st.stats_asks.park(promise);
@@ -609,7 +639,7 @@ caf::result<ok_atom> on_wait_idle(persister_pointer self,
   auto promise = self->make_response_promise<ok_atom>();
   auto id = st.idle_waits.park(promise);
   in_order(self, session, false, [self, session, id](caf::error) {
-    if (self->state.writers.count(session) == 0) {
+    if (!busy_writer(self->state, session)) {
       finish_wait_idle(self, session, id);
       return;
     }
@@ -693,6 +723,18 @@ void forget_if_idle(persister_pointer self, const std::string& session) {
     st.registry.forget_if_idle(session);
 }
 
+/// Retires the writer idle the longest: it received everything sent to it,
+/// and the persister forgets it before anything else could be sent.
+void retire_longest_idle(persister_pointer self) {
+  auto& st = self->state;
+  auto session = std::move(st.idle_writers.back());
+  st.idle_writers.pop_back();
+  auto i = st.writers.find(session);
+  self->send(i->second.writer, retire_atom::value);
+  st.writers.erase(i);
+  forget_if_idle(self, session);
+}
+
 void on_written(persister_pointer self, const std::string& session,
                 const write_report& report) {
   auto& st = self->state;
@@ -714,17 +756,22 @@ void on_written(persister_pointer self, const std::string& session,
   }
   if (!report.idle)
     return;
-  // Retirement: only when the writer received everything sent to it, so
-  // nothing sent to it is lost.
+  // Idle only when the writer received everything sent to it: then nothing
+  // sent to it is lost when it retires, and nothing is sent to it while it
+  // stays idle (a request wakes it first).
   auto i = st.writers.find(session);
-  if (i == st.writers.end()
+  if (i == st.writers.end() || i->second.idle
       || caf::actor_cast<caf::actor_addr>(i->second.writer)
            != caf::actor_cast<caf::actor_addr>(self->current_sender())
       || i->second.sent != report.received)
     return;
-  self->send(i->second.writer, retire_atom::value);
-  st.writers.erase(i);
-  forget_if_idle(self, session);
+  // Kept warm: the session's next persist costs no spawn, no retirement and
+  // no read of the stored generation the registry would have forgotten.
+  st.idle_writers.push_front(session);
+  i->second.idle = true;
+  i->second.idle_at = st.idle_writers.begin();
+  while (st.idle_writers.size() > st.options.idle_writers)
+    retire_longest_idle(self);
 }
 
 /// The persister's `exclusive`: issues a lease id for the session and
@@ -766,7 +813,8 @@ caf::result<ok_atom> persister_forward_release(persister_pointer self,
                       "no lease " + std::to_string(lease.id) + " is held");
   auto session = i->second;
   st.leases.erase(i);
-  if (st.writers.count(session) == 0)
+  // An idle writer holds no lease and has none queued.
+  if (!busy_writer(st, session))
     return ok_atom::value;
   return self->delegate(writer_for(self, session).writer, release_atom::value,
                         lease);
@@ -798,6 +846,8 @@ void set_handlers(persister_pointer self) {
           spdlog::error("session persister: the writer of session {} died: {}",
                         i->first, self->system().render(msg.reason));
         auto session = i->first;
+        if (i->second.idle)
+          self->state.idle_writers.erase(i->second.idle_at);
         self->state.writers.erase(i);
         forget_if_idle(self, session);
         return;
@@ -851,8 +901,7 @@ session_persister(persister_pointer self, std::vector<session_io_actor> io,
         return err;
       return answer_in_line<bool>(self, session, self->state.questions,
                                   [self, session] {
-                                    return self->state.writers.count(session)
-                                             > 0
+                                    return busy_writer(self->state, session)
                                            || self->state.registry.failed(
                                              session);
                                   });

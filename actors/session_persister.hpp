@@ -62,8 +62,9 @@ class database;
 ///   `snapshot_timeout` fails that write like a storage failure.
 /// - Actors: the persister keeps the registry (session_registry.hpp, whose
 ///   top says what it keeps and for how long) and routes; one writer actor
-///   per session with work runs its queue (session_queue.hpp) and retires
-///   when idle; every RocksDB call goes to one of `io_workers` detached I/O
+///   per session with work runs its queue (session_queue.hpp) and, once
+///   idle, stays warm for the session's next request (`idle_writers` of
+///   them; the one idle longest retires); every RocksDB call goes to one of `io_workers` detached I/O
 ///   actors, always the same one for a session. A solo persist is five
 ///   messages to its answer (session_persister_protocol.hpp). Writers never
 ///   block. Every request parked when an actor stops is answered with
@@ -99,6 +100,10 @@ struct session_persister_options {
   std::size_t io_workers = 1;
   /// How long a handle may take to answer a snapshot request.
   caf::timespan snapshot_timeout = std::chrono::seconds{5};
+  /// Writers kept after their session's work is done, the most recently
+  /// idle ones, so that a session persisting again soon reaches a warm
+  /// writer; 0 retires each writer once it is idle.
+  std::size_t idle_writers = 1024;
   /// Replicas (set by a clustered node, not a config key): a register is
   /// answered once its generation is claimed in storage (at a majority of
   /// the session's replicas), and a persist through a handle registered on
@@ -107,7 +112,8 @@ struct session_persister_options {
   bool claim_generations = false;
 
   /// Registers `persister-max-blob`, `persister-max-update`,
-  /// `persister-io-workers`, `persister-snapshot-timeout`.
+  /// `persister-io-workers`, `persister-snapshot-timeout`,
+  /// `persister-idle-writers`.
   void add_to(caf::config_option_adder& adder);
 
   /// Empty when valid, else one sentence naming the key as `GROUP.KEY`.

@@ -10,6 +10,14 @@
 
 namespace coalesce {
 
+namespace {
+
+/// Idle writers kept at most: each is a live actor with its state, and a
+/// bound keeps a typo from reserving memory for billions.
+constexpr std::size_t max_idle_writers = 1000000;
+
+} // namespace
+
 void session_persister_options::add_to(caf::config_option_adder& adder) {
   adder
     .add(max_blob, "persister-max-blob",
@@ -22,7 +30,11 @@ void session_persister_options::add_to(caf::config_option_adder& adder) {
     .add(snapshot_timeout, "persister-snapshot-timeout",
          described("how long a session handle may take to answer a snapshot "
                    "(> 0)",
-                   snapshot_timeout));
+                   snapshot_timeout))
+    .add(idle_writers, "persister-idle-writers",
+         described("idle session writers kept warm for their sessions' next "
+                   "requests (0..1000000)",
+                   idle_writers));
 }
 
 std::string session_persister_options::validate(const std::string& group) const {
@@ -36,6 +48,10 @@ std::string session_persister_options::validate(const std::string& group) const 
   if (snapshot_timeout.count() <= 0)
     return option_key(group, "persister-snapshot-timeout") + " = "
            + duration_text(snapshot_timeout) + " must be positive";
+  if (idle_writers > max_idle_writers)
+    return option_key(group, "persister-idle-writers") + " = "
+           + std::to_string(idle_writers) + " must lie between 0 and "
+           + std::to_string(max_idle_writers);
   return {};
 }
 

@@ -34,7 +34,8 @@
 ///   idle, `release` with the session when a lease holder died.
 /// - writer -> I/O actor: `write` and `erase`; persister -> I/O actor:
 ///   `storedgen`, `claim`, `load` (delegated from a client), `purge` and
-///   `stats`.
+///   `stats`. (A detached I/O actor also hears from its own WAL sync
+///   thread: session_io_worker.hpp, "Pipelined sync".)
 ///
 /// A solo persist is five messages to its answer: client -> persister ->
 /// writer -> I/O actor -> writer -> client. The persister resolves the
@@ -42,10 +43,12 @@
 /// its snapshot needs no snapshot request, and the I/O actor writes its
 /// group as soon as its mailbox is empty (no message to itself).
 ///
-/// Retirement: a writer's `written` says whether it is idle and how many
-/// messages it received; the persister answers `retire` only when that
-/// equals the number it sent, so no message to a retiring writer is lost,
-/// and forgets the writer at once.
+/// Idleness and retirement: a writer's `written` says whether it is idle
+/// and how many messages it received; the persister takes it for idle only
+/// when that equals the number it sent (so nothing is on its way to it),
+/// keeps it warm until a request wakes it, and sends `retire` to the one
+/// idle longest when more than `idle_writers` are idle, forgetting it at
+/// once: no message to a retiring writer is lost.
 ///
 /// Not wire format: none of these types crosses nodes, and none is in the
 /// type registry (messages/registration.cpp).

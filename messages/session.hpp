@@ -89,6 +89,9 @@ struct session_persister_stats {
   uint64_t failed_sessions = 0;
   /// Snapshot requests sent to handles.
   uint64_t snapshot_requests = 0;
+  /// Writer actors alive without work, kept warm for their sessions' next
+  /// requests (gauge; at most `persister-idle-writers`).
+  uint64_t idle_writers = 0;
   /// Group commits: batches the I/O actors wrote, each carrying the writes
   /// of every session that reached the I/O stage while the previous one
   /// was written.
@@ -107,6 +110,7 @@ auto with_named_fields(session_persister_stats& x, F&& f) {
            field("rows_removed", x.rows_removed),
            field("failed_sessions", x.failed_sessions),
            field("snapshot_requests", x.snapshot_requests),
+           field("idle_writers", x.idle_writers),
            field("groups", x.groups), field("fsyncs", x.fsyncs));
 }
 

@@ -101,7 +101,8 @@ struct session_persister_descriptor {
   /// The work at hand and the sessions failing at the moment.
   using gauges = members<&session_persister_stats::active_writers,
                          &session_persister_stats::queued_requests,
-                         &session_persister_stats::failed_sessions>;
+                         &session_persister_stats::failed_sessions,
+                         &session_persister_stats::idle_writers>;
   using counters = members<&session_persister_stats::writes,
                            &session_persister_stats::rows_written,
                            &session_persister_stats::rows_removed,

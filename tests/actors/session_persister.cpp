@@ -3,6 +3,7 @@
 
 #include <coalesce/actors/session_persister.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -281,6 +282,38 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     sched.run_jobs_filtered([raw](resumable* job) {
       return dynamic_cast<abstract_actor*>(job) != raw;
     });
+  }
+
+  /// Eight sessions' writes meet at one I/O actor as one group while
+  /// `fault` is on: each fails, each session is failed and unflushed, and
+  /// a `flushall` writes every one of them.
+  void fail_one_group_then_retry(std::atomic<bool>& fault) {
+    session_persister_options options;
+    options.io_workers = 1;
+    start(options);
+    constexpr int n = 8;
+    auto handles = sessions_with_handles(n);
+    for (int i = 0; i < n; ++i)
+      send_persist(self, "s" + std::to_string(i), handles[i],
+                   {row("u" + std::to_string(i))});
+    run_all_but(first_io());
+    fault = true;
+    sched.run();
+    faults->clear();
+    for (int i = 0; i < n; ++i)
+      CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
+    auto failed = stats();
+    CAF_CHECK_EQUAL(failed.failed_sessions, n);
+    CAF_CHECK_EQUAL(failed.groups, 1u);
+    for (int i = 0; i < n; ++i)
+      CAF_CHECK(unflushed("s" + std::to_string(i)));
+    CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{5s}), 0u);
+    for (int i = 0; i < n; ++i) {
+      CAF_CHECK(!unflushed("s" + std::to_string(i)));
+      CAF_CHECK_EQUAL(stored_rows("s" + std::to_string(i)),
+                      (ids{"u" + std::to_string(i)}));
+    }
+    CAF_CHECK_EQUAL(stats().failed_sessions, 0u);
   }
 
   /// Registers a handle for each of `n` sessions s0, s1, ... (so their
@@ -981,7 +1014,7 @@ CAF_TEST(a solo persist carrying its snapshot is answered after five messages) {
   start();
   auto h = spawn_handle("b0");
   register_handle("s", h);
-  persist("s", h, {row("u0")}); // the session is known, its writer retired
+  persist("s", h, {row("u0")}); // the session is known, its writer idle
   auto asked = state_of(h).served.size();
   self->request(persister, infinite, persist_atom::value, std::string{"s"}, h,
                 session_snapshot{"b1"}, rows{row("u1")}, ids{});
@@ -1001,7 +1034,9 @@ CAF_TEST(a solo persist carrying its snapshot is answered after five messages) {
 }
 
 CAF_TEST(a writer that reports idle while a persist is on its way does not retire) {
-  start();
+  session_persister_options options = two_io_actors();
+  options.idle_writers = 0; // every idle writer retires at once
+  start(options);
   auto h = spawn_handle("b");
   register_handle("s", h);
   auto solo = [&](scoped_actor& who, const std::string& blob,
@@ -1025,6 +1060,78 @@ CAF_TEST(a writer that reports idle while a persist is on its way does not retir
   CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
   CAF_CHECK_EQUAL(stored_blob("s"), "b2");
   CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1", "u2"}));
+}
+
+CAF_TEST(a writer that reports idle while a persist is on its way is not taken for idle) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto h = spawn_handle("b");
+  register_handle("s", h);
+  auto solo = [&](scoped_actor& who, const std::string& blob,
+                  const std::string& id) {
+    who->request(persister, infinite, persist_atom::value, std::string{"s"}, h,
+                 session_snapshot{blob}, rows{row(id)}, ids{});
+  };
+  scoped_actor first{sys};
+  solo(first, "b1", "u1");
+  sched.run_once();
+  sched.run_once();
+  sched.run_once();
+  CAF_REQUIRE(!answered(first));
+  solo(self, "b2", "u2");
+  sched.run_once(); // the writer answers the first and reports idle
+  CAF_REQUIRE(answered(first));
+  // The persister takes the second persist, then the report; the second's
+  // write waits at the I/O actor: the writer has work.
+  run_all_but(first_io());
+  CAF_REQUIRE(!answered(self));
+  scoped_actor asker{sys};
+  asker->request(persister, infinite, unflushed_atom::value, std::string{"s"});
+  run_all_but(first_io());
+  CAF_CHECK_EQUAL(next_reply<bool>(sys, asker), true);
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, first) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1", "u2"}));
+  auto after = stats();
+  CAF_CHECK_EQUAL(after.active_writers, 0u);
+  CAF_CHECK_EQUAL(after.idle_writers, 1u);
+  CAF_CHECK(!unflushed("s"));
+}
+
+CAF_TEST(idle writers stay warm up to the limit and the rest retire) {
+  session_persister_options options = two_io_actors();
+  options.idle_writers = 2;
+  start(options);
+  auto handles = sessions_with_handles(4);
+  sched.run();
+  auto running = sys.registry().running();
+  for (int i = 0; i < 3; ++i)
+    persist("s" + std::to_string(i), handles[i], {row("u" + std::to_string(i))});
+  auto after = stats();
+  CAF_CHECK_EQUAL(after.active_writers, 0u);
+  CAF_CHECK_EQUAL(after.idle_writers, 2u);
+  CAF_CHECK_EQUAL(sys.registry().running(), running + 2);
+  // A warm writer takes its session's next persist: no writer is added.
+  persist("s1", handles[1], {row("v1")});
+  CAF_CHECK_EQUAL(sys.registry().running(), running + 2);
+  CAF_CHECK_EQUAL(stats().idle_writers, 2u);
+  // A persist on its way to a warm writer makes it busy until written.
+  state_of(handles[2]).holding = true;
+  send_persist(self, "s2", handles[2], {row("v2")});
+  sched.run();
+  CAF_CHECK(unflushed("s2"));
+  auto during = stats();
+  CAF_CHECK_EQUAL(during.active_writers, 1u);
+  CAF_CHECK_EQUAL(during.idle_writers, 1u);
+  release_held(handles[2]);
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK(!unflushed("s2"));
+  CAF_CHECK_EQUAL(stored_rows("s2"), (ids{"u2", "v2"}));
+  CAF_CHECK_EQUAL(stored_rows("s1"), (ids{"u1", "v1"}));
+  CAF_CHECK_EQUAL(sys.registry().running(), running + 2);
 }
 
 // -- stopping ----------------------------------------------------------------
@@ -1138,32 +1245,37 @@ CAF_TEST(writes of many sessions queued behind a busy I/O stage go out as one gr
 }
 
 CAF_TEST(a failure of one group fails every session in it and each is retried) {
+  fail_one_group_then_retry(faults->wal_append);
+}
+
+CAF_TEST(a failed WAL sync after a group fails every write in it and each is retried) {
+  // The group is written without fsync, then synced by the I/O actor's
+  // syncer: its writes are answered by the sync, and the sync fails.
+  fail_one_group_then_retry(faults->wal_sync);
+}
+
+CAF_TEST(a load behind a group waiting for its WAL sync answers nothing that is not durable) {
   session_persister_options options;
   options.io_workers = 1;
   start(options);
-  constexpr int n = 8;
-  auto handles = sessions_with_handles(n);
-  for (int i = 0; i < n; ++i)
-    send_persist(self, "s" + std::to_string(i), handles[i],
-                 {row("u" + std::to_string(i))});
+  auto handles = sessions_with_handles(2);
+  send_persist(self, "s0", handles[0], {row("u0")});
+  send_persist(self, "s1", handles[1], {row("u1")});
   run_all_but(first_io());
-  faults->wal_append = true;
+  scoped_actor reader{sys};
+  reader->request(persister, infinite, load_atom::value, std::string{"s0"});
+  run_all_but(first_io());
+  // The load reaches the I/O actor behind the two writes: it commits them
+  // as one group and syncs before it reads; the sync fails.
+  faults->wal_sync = true;
   sched.run();
   faults->clear();
-  for (int i = 0; i < n; ++i)
-    CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
-  auto failed = stats();
-  CAF_CHECK_EQUAL(failed.failed_sessions, n);
-  CAF_CHECK_EQUAL(failed.groups, 1u);
-  for (int i = 0; i < n; ++i)
-    CAF_CHECK(unflushed("s" + std::to_string(i)));
+  CAF_CHECK_EQUAL(code_of(next_error(reader)), code(errc::storage_failed));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
   CAF_CHECK_EQUAL(ask<uint64_t>(flush_all_atom::value, timespan{5s}), 0u);
-  for (int i = 0; i < n; ++i) {
-    CAF_CHECK(!unflushed("s" + std::to_string(i)));
-    CAF_CHECK_EQUAL(stored_rows("s" + std::to_string(i)),
-                    (ids{"u" + std::to_string(i)}));
-  }
-  CAF_CHECK_EQUAL(stats().failed_sessions, 0u);
+  auto record = ask<session_record>(load_atom::value, std::string{"s0"});
+  CAF_CHECK_EQUAL(record.blob, "blob 0");
 }
 
 CAF_TEST(a stale session in a group fails alone and the others commit) {
@@ -1212,4 +1324,6 @@ CAF_TEST(every invalid persister setting is refused with a sentence naming its k
           "persister-io-workers");
   refused([](session_persister_options& x) { x.snapshot_timeout = {}; },
           "persister-snapshot-timeout");
+  refused([](session_persister_options& x) { x.idle_writers = 1000001; },
+          "persister-idle-writers");
 }

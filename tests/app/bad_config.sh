@@ -117,6 +117,7 @@ persister-max-update|0
 persister-io-workers|0
 persister-io-workers|65
 persister-snapshot-timeout|0s
+persister-idle-writers|1000001
 log-level|loud
 log-format|xml
 tls-min-version|1.1
