@@ -284,6 +284,30 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     });
   }
 
+  /// Session s: `first` persists b1/u1 with its snapshot and `self` b2/u2,
+  /// the second reaching the persister before the writer, having written
+  /// and answered the first, reports that it is idle (the report is sent,
+  /// not yet handled).
+  void persist_again_before_the_idle_report(scoped_actor& first) {
+    auto h = spawn_handle("b");
+    register_handle("s", h);
+    auto solo = [&](scoped_actor& who, const std::string& blob,
+                    const std::string& id) {
+      who->request(persister, infinite, persist_atom::value, std::string{"s"},
+                   h, session_snapshot{blob}, rows{row(id)}, ids{});
+    };
+    solo(first, "b1", "u1");
+    // persister -> writer -> I/O actor: the write's answer waits at the
+    // writer.
+    sched.run_once();
+    sched.run_once();
+    sched.run_once();
+    CAF_REQUIRE(!answered(first));
+    solo(self, "b2", "u2");
+    sched.run_once(); // the writer answers the first and reports idle
+    CAF_REQUIRE(answered(first));
+  }
+
   /// Eight sessions' writes meet at one I/O actor as one group while
   /// `fault` is on: each fails, each session is failed and unflushed, and
   /// a `flushall` writes every one of them.
@@ -1037,24 +1061,8 @@ CAF_TEST(a writer that reports idle while a persist is on its way does not retir
   session_persister_options options = two_io_actors();
   options.idle_writers = 0; // every idle writer retires at once
   start(options);
-  auto h = spawn_handle("b");
-  register_handle("s", h);
-  auto solo = [&](scoped_actor& who, const std::string& blob,
-                  const std::string& id) {
-    who->request(persister, infinite, persist_atom::value, std::string{"s"}, h,
-                 session_snapshot{blob}, rows{row(id)}, ids{});
-  };
   scoped_actor first{sys};
-  solo(first, "b1", "u1");
-  // persister -> writer -> I/O actor: the write's answer waits at the writer.
-  sched.run_once();
-  sched.run_once();
-  sched.run_once();
-  CAF_REQUIRE(!answered(first));
-  // A second persist reaches the persister before the writer says it is idle.
-  solo(self, "b2", "u2");
-  sched.run_once(); // the writer answers the first and reports idle
-  CAF_REQUIRE(answered(first));
+  persist_again_before_the_idle_report(first);
   sched.run();
   CAF_CHECK(next_reply<ok_atom>(sys, first) == ok_atom::value);
   CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
@@ -1066,22 +1074,8 @@ CAF_TEST(a writer that reports idle while a persist is on its way is not taken f
   session_persister_options options;
   options.io_workers = 1;
   start(options);
-  auto h = spawn_handle("b");
-  register_handle("s", h);
-  auto solo = [&](scoped_actor& who, const std::string& blob,
-                  const std::string& id) {
-    who->request(persister, infinite, persist_atom::value, std::string{"s"}, h,
-                 session_snapshot{blob}, rows{row(id)}, ids{});
-  };
   scoped_actor first{sys};
-  solo(first, "b1", "u1");
-  sched.run_once();
-  sched.run_once();
-  sched.run_once();
-  CAF_REQUIRE(!answered(first));
-  solo(self, "b2", "u2");
-  sched.run_once(); // the writer answers the first and reports idle
-  CAF_REQUIRE(answered(first));
+  persist_again_before_the_idle_report(first);
   // The persister takes the second persist, then the report; the second's
   // write waits at the I/O actor: the writer has work.
   run_all_but(first_io());
