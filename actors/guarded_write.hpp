@@ -41,4 +41,10 @@ auto guarded_write(storage::database& db, Write&& write)
   return result;
 }
 
+/// Makes every write so far durable (`database::sync_wal`), guarded as
+/// above.
+inline caf::error guarded_sync(storage::database& db) {
+  return guarded_write(db, [&] { return db.sync_wal(); });
+}
+
 } // namespace coalesce

@@ -28,7 +28,7 @@ secret_drain_worker(secret_drain_actor::pointer,
       return *dropped;
     },
     [db](sync_atom) -> caf::result<ok_atom> {
-      if (auto err = guarded_write(*db, [&] { return db->sync_wal(); }))
+      if (auto err = guarded_sync(*db))
         return err;
       return ok_atom::value;
     },

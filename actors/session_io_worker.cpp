@@ -27,7 +27,7 @@ wal_syncer_actor::behavior_type
 wal_syncer(wal_syncer_actor::pointer, std::shared_ptr<storage::database> db) {
   return {
     [db](sync_atom) -> caf::result<ok_atom> {
-      if (auto err = guarded_write(*db, [&] { return db->sync_wal(); }))
+      if (auto err = guarded_sync(*db))
         return err;
       return ok_atom::value;
     },
@@ -229,7 +229,7 @@ caf::error sync_here(io_pointer self) {
   auto& st = self->state;
   if (st.unsynced.empty())
     return caf::none;
-  auto err = guarded_write(*st.db, [&] { return st.db->sync_wal(); });
+  auto err = guarded_sync(*st.db);
   ++st.fsyncs;
   answer_synced(self, st.last_group, err);
   return err;

@@ -37,11 +37,10 @@ struct writer_entry {
   /// The handle of the last persist sent to it: where its queued write
   /// comes from, re-resolved (`restand`) when a register changes it.
   session_handle_actor last_handle;
-  /// Whether it said it is idle having received everything sent to it: it
-  /// waits warm in `idle_writers` (at `idle_at`) for its session's next
-  /// request, and may be retired while it stays so.
-  bool idle = false;
-  std::list<std::string>::iterator idle_at;
+  /// Set while it is idle, having said so when it had received everything
+  /// sent to it: its place in `idle_writers`, where it waits warm for its
+  /// session's next request and may be retired while it stays.
+  std::optional<std::list<std::string>::iterator> idle_at;
 };
 
 /// One running `flushall`, under the id of its parked request.
@@ -281,16 +280,16 @@ void end_claim(persister_pointer self, const std::string& session) {
 
 /// An idle writer is about to get work: it is no longer idle.
 void wake(persister_state& st, writer_entry& entry) {
-  if (!entry.idle)
+  if (!entry.idle_at)
     return;
-  st.idle_writers.erase(entry.idle_at);
-  entry.idle = false;
+  st.idle_writers.erase(*entry.idle_at);
+  entry.idle_at.reset();
 }
 
 /// Whether `session` has a writer with work (an idle one has none).
 bool busy_writer(const persister_state& st, const std::string& session) {
   auto i = st.writers.find(session);
-  return i != st.writers.end() && !i->second.idle;
+  return i != st.writers.end() && !i->second.idle_at;
 }
 
 /// The session's writer, spawned when it has none; counts one message sent.
@@ -302,8 +301,7 @@ writer_entry& writer_for(persister_pointer self, const std::string& session,
   if (i == st.writers.end()) {
     auto writer = spawn_session_writer(self, session, io_for(self, session),
                                        st.options);
-    i = st.writers.emplace(session, writer_entry{std::move(writer), 0, {},
-                                                 false, {}})
+    i = st.writers.emplace(session, writer_entry{std::move(writer), 0, {}, {}})
           .first;
   } else {
     wake(st, i->second);
@@ -456,7 +454,7 @@ void restand(persister_pointer self, const std::string& session) {
   auto& st = self->state;
   auto i = st.writers.find(session);
   // An idle writer has no queued write whose source could change.
-  if (i == st.writers.end() || !i->second.last_handle || i->second.idle)
+  if (i == st.writers.end() || !i->second.last_handle || i->second.idle_at)
     return;
   auto& entry = i->second;
   ++entry.sent;
@@ -760,7 +758,7 @@ void on_written(persister_pointer self, const std::string& session,
   // sent to it is lost when it retires, and nothing is sent to it while it
   // stays idle (a request wakes it first).
   auto i = st.writers.find(session);
-  if (i == st.writers.end() || i->second.idle
+  if (i == st.writers.end() || i->second.idle_at
       || caf::actor_cast<caf::actor_addr>(i->second.writer)
            != caf::actor_cast<caf::actor_addr>(self->current_sender())
       || i->second.sent != report.received)
@@ -768,7 +766,6 @@ void on_written(persister_pointer self, const std::string& session,
   // Kept warm: the session's next persist costs no spawn, no retirement and
   // no read of the stored generation the registry would have forgotten.
   st.idle_writers.push_front(session);
-  i->second.idle = true;
   i->second.idle_at = st.idle_writers.begin();
   while (st.idle_writers.size() > st.options.idle_writers)
     retire_longest_idle(self);
@@ -846,8 +843,7 @@ void set_handlers(persister_pointer self) {
           spdlog::error("session persister: the writer of session {} died: {}",
                         i->first, self->system().render(msg.reason));
         auto session = i->first;
-        if (i->second.idle)
-          self->state.idle_writers.erase(i->second.idle_at);
+        wake(self->state, i->second); // off the idle list
         self->state.writers.erase(i);
         forget_if_idle(self, session);
         return;

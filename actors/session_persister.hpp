@@ -64,10 +64,11 @@ class database;
 ///   top says what it keeps and for how long) and routes; one writer actor
 ///   per session with work runs its queue (session_queue.hpp) and, once
 ///   idle, stays warm for the session's next request (`idle_writers` of
-///   them; the one idle longest retires); every RocksDB call goes to one of `io_workers` detached I/O
-///   actors, always the same one for a session. A solo persist is five
-///   messages to its answer (session_persister_protocol.hpp). Writers never
-///   block. Every request parked when an actor stops is answered with
+///   them; the one idle longest retires); every RocksDB call goes to one of
+///   `io_workers` detached I/O actors, always the same one for a session.
+///   A solo persist is five messages to its answer
+///   (session_persister_protocol.hpp). Writers never block. Every request
+///   parked when an actor stops is answered with
 ///   errc::stopped_before_answer.
 /// - Store-side fencing: every write carries its handle's generation and
 ///   storage refuses a lower one than it holds (errc::stale_generation); a

@@ -178,9 +178,8 @@ behavior write_gate(gate_pointer self, node_actor target, bool open) {
 
 struct claim_gate_state {
   node_actor target;
-  /// Claims received, held or passed.
-  std::size_t claims = 0;
-  /// The generation each claim asked for, in order.
+  /// The generation each claim received (held or passed) asked for, in
+  /// order.
   std::vector<uint64_t> generations;
   std::vector<std::pair<response_promise, message>> held;
   std::optional<response_promise> holding;
@@ -205,7 +204,6 @@ behavior claim_gate(stateful_actor<claim_gate_state>* self,
       auto request = make_message(a, v, std::move(session), ballot, generation,
                                   std::move(claimant), std::move(stamp));
       auto& st = self->state;
-      ++st.claims;
       st.generations.push_back(generation);
       if (st.open)
         return self->delegate(actor_cast<actor>(st.target), std::move(request));
@@ -237,7 +235,7 @@ behavior claim_gate(stateful_actor<claim_gate_state>* self,
       return *st.holding;
     },
     [self](get_atom) -> result<message> {
-      return make_message(self->state.claims);
+      return make_message(self->state.generations.size());
     },
     [self](get_atom, claim_atom) -> result<message> {
       return make_message(self->state.generations);
