@@ -1,6 +1,6 @@
 #include <coalesce/actors/session_io_worker.hpp>
 
-#include <deque>
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -18,33 +18,89 @@ namespace coalesce {
 
 namespace {
 
-/// Syncs the WAL: the I/O actor's helper for the pipelined sync, on its own
-/// thread when the I/O actor has one (a blocking call).
-using wal_syncer_actor
-  = caf::typed_actor<caf::replies_to<sync_atom>::with<ok_atom>>;
+/// Syncs the WAL and answers the writes it made durable: the I/O actor's
+/// helper for the pipelined sync, on its own thread when the I/O actor has
+/// one (a blocking call). The I/O actor hands each write of a group it
+/// wrote without fsync over to it (`delegate`, so the writer gets its
+/// answer from here) and asks once per group for itself; reads ask before
+/// they read.
+using wal_syncer_actor = caf::typed_actor<
+  // A delegated write of group n and its refusal (none: the batch carried
+  // it): answered ok, the refusal or the sync's failure.
+  caf::replies_to<sync_atom, uint64_t, caf::error>::with<ok_atom>,
+  // The I/O actor's own request for group n: answered with the syncs so
+  // far, or the sync's failure.
+  caf::replies_to<sync_atom, uint64_t>::with<ok_atom, uint64_t>>;
+
+struct wal_syncer_state {
+  std::shared_ptr<storage::database> db;
+  /// Requests that arrived while the last sync ran: the next sync, which
+  /// starts after all of their groups were written, answers them all.
+  parked_requests<caf::typed_response_promise<ok_atom>> writes{
+    "the WAL syncer"};
+  std::vector<std::pair<uint64_t, caf::error>> waiting_writes;
+  parked_requests<caf::typed_response_promise<ok_atom, uint64_t>> groups{
+    "the WAL syncer"};
+  std::vector<uint64_t> waiting_groups;
+  /// The newest group a request named: what the next sync covers.
+  uint64_t last_group = 0;
+  uint64_t syncs = 0;
+};
+
+using syncer_pointer = wal_syncer_actor::stateful_pointer<wal_syncer_state>;
+
+/// Syncs once the mailbox is empty: the I/O actor writes the next group
+/// while this syncs, and the requests that queued meanwhile cost one sync.
+void sync_when_idle(syncer_pointer self) {
+  if (!self->mailbox().empty())
+    return;
+  auto& st = self->state;
+  auto err = guarded_sync(*st.db);
+  ++st.syncs;
+  if (err)
+    spdlog::warn("session persister: the WAL sync up to group {} failed, "
+                 "the {} writes it covered fail and are retried: {}",
+                 st.last_group, st.waiting_writes.size(),
+                 self->system().render(err));
+  for (auto& [id, refusal] : std::exchange(st.waiting_writes, {})) {
+    if (refusal)
+      st.writes.answer(id, refusal);
+    else if (err)
+      st.writes.answer(id, err);
+    else
+      st.writes.answer(id, ok_atom::value);
+  }
+  for (auto id : std::exchange(st.waiting_groups, {})) {
+    if (err)
+      st.groups.answer(id, err);
+    else
+      st.groups.answer(id, ok_atom::value, st.syncs);
+  }
+}
 
 wal_syncer_actor::behavior_type
-wal_syncer(wal_syncer_actor::pointer, std::shared_ptr<storage::database> db) {
+wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
+  self->state.db = std::move(db);
   return {
-    [db](sync_atom) -> caf::result<ok_atom> {
-      if (auto err = guarded_sync(*db))
-        return err;
-      return ok_atom::value;
+    [self](sync_atom, uint64_t group, caf::error& refusal) {
+      auto& st = self->state;
+      auto promise = self->make_response_promise<ok_atom>();
+      st.waiting_writes.emplace_back(st.writes.park(promise),
+                                     std::move(refusal));
+      st.last_group = std::max(st.last_group, group);
+      sync_when_idle(self);
+      return promise;
+    },
+    [self](sync_atom, uint64_t group) {
+      auto& st = self->state;
+      auto promise = self->make_response_promise<ok_atom, uint64_t>();
+      st.waiting_groups.push_back(st.groups.park(promise));
+      st.last_group = std::max(st.last_group, group);
+      sync_when_idle(self);
+      return promise;
     },
   };
 }
-
-/// A group written without fsync whose writes wait for the WAL sync after
-/// it (pipelined sync): their parked requests and outcomes.
-struct unsynced_group {
-  /// The group's number: a sync reported for `n` covers groups up to `n`.
-  uint64_t number = 0;
-  std::vector<uint64_t> waiters;
-  /// Per waiter: its refusal, or none when the batch carried it.
-  std::vector<caf::error> refused;
-  /// The sessions written, forgotten in `known` when the sync fails.
-  std::vector<std::string> sessions;
-};
 
 struct session_io_state {
   /// The database every call goes to; shared with the node's other
@@ -76,19 +132,21 @@ struct session_io_state {
   uint64_t groups = 0;
   /// Batches written while the database syncs every write (groups and
   /// erases), for the persister's stats: with durability `buffered`, none.
-  /// With the pipelined sync, the WAL syncs instead.
+  /// With the pipelined sync, the WAL syncs this actor ran itself (the
+  /// syncer's are in `syncer_syncs`).
   uint64_t fsyncs = 0;
   /// Pipelined sync (over a `synced` database): a group of several writes
-  /// is written without fsync and answered once this actor synced the WAL
-  /// after it, so that the I/O actor writes the next group meanwhile.
+  /// is written without fsync and its writes are handed to the syncer,
+  /// which answers them once it synced the WAL after the group, so that
+  /// this actor writes the next group meanwhile and no answer waits for it.
   /// None (durability `buffered`): each group is answered once written.
   wal_syncer_actor syncer;
-  /// Groups written and not yet answered, oldest first.
-  std::deque<unsynced_group> unsynced;
-  /// The number of the last group written, and the one the sync under way
-  /// covers (0: none is under way).
+  /// The number of the last group written; this actor's requests to the
+  /// syncer not yet answered (none: every group written is durable); the
+  /// syncs the syncer reported.
   uint64_t last_group = 0;
-  uint64_t syncing_up_to = 0;
+  uint64_t syncs_awaited = 0;
+  uint64_t syncer_syncs = 0;
 };
 
 using io_pointer
@@ -173,66 +231,84 @@ void commit_pending_deltas(io_pointer self) {
 
 void commit_pending(io_pointer self);
 
-/// Answers the writes of every unsynced group up to number `up_to`: each
-/// with its refusal, or with `failure`, or ok.
-void answer_synced(io_pointer self, uint64_t up_to, const caf::error& failure) {
-  auto& st = self->state;
-  while (!st.unsynced.empty() && st.unsynced.front().number <= up_to) {
-    auto group = std::move(st.unsynced.front());
-    st.unsynced.pop_front();
-    if (failure)
-      for (const auto& session : group.sessions)
-        st.known.erase(session);
-    for (std::size_t i = 0; i < group.waiters.size(); ++i) {
-      if (i < group.refused.size() && group.refused[i])
-        st.waiters.answer(group.waiters[i], group.refused[i]);
-      else if (failure)
-        st.waiters.answer(group.waiters[i], failure);
-      else
-        st.waiters.answer(group.waiters[i], ok_atom::value);
-    }
-  }
+/// Answers `promise` with `x`: its value or its error.
+template <class T>
+void deliver(caf::typed_response_promise<T>& promise, caf::expected<T> x) {
+  if (x)
+    promise.deliver(std::move(*x));
+  else
+    promise.deliver(std::move(x.error()));
 }
 
-/// Asks the syncer for a sync of every group written so far, unless a sync
-/// is under way: its answer starts the next one.
-void start_sync(io_pointer self) {
+/// Asks the syncer for the sync of the group just written, whose writes
+/// were handed to it: until it answers, the group is not durable; when the
+/// sync fails, the generations the group wrote are forgotten.
+void request_sync(io_pointer self, std::vector<std::string> sessions) {
   auto& st = self->state;
-  if (st.syncing_up_to != 0 || st.unsynced.empty())
-    return;
-  st.syncing_up_to = st.last_group;
-  ++st.fsyncs;
-  auto synced = [self](const caf::error& failure) {
+  ++st.syncs_awaited;
+  auto synced = [self](const caf::error& failure,
+                       const std::vector<std::string>& sessions) {
     auto& st = self->state;
-    auto up_to = std::exchange(st.syncing_up_to, 0);
+    --st.syncs_awaited;
     if (failure)
-      spdlog::warn("session persister: the WAL sync after group {} failed: "
-                   "{}",
-                   up_to, self->system().render(failure));
-    answer_synced(self, up_to, failure);
+      for (const auto& session : sessions)
+        st.known.erase(session);
     // Writes that arrived before this answer wait for a write handler that
     // finds the mailbox empty: this may have been the last message.
     if (self->mailbox().empty())
       commit_pending(self);
-    start_sync(self);
   };
-  self->request(st.syncer, caf::infinite, sync_atom::value)
-    .then([synced](ok_atom) { synced(caf::none); },
-          [synced](caf::error& err) { synced(err); });
+  self->request(st.syncer, caf::infinite, sync_atom::value, st.last_group)
+    .then(
+      [self, synced, sessions](ok_atom, uint64_t syncs) {
+        auto& st = self->state;
+        st.syncer_syncs = std::max(st.syncer_syncs, syncs);
+        synced(caf::none, sessions);
+      },
+      [synced, sessions](caf::error& err) { synced(err, sessions); });
 }
 
-/// Syncs the groups not yet synced here (RocksDB waits for a sync under
-/// way) and answers them: before a read, so that a read never answers a
-/// write that is not durable (a failure is also the read's), and for a
-/// write alone.
-caf::error sync_here(io_pointer self) {
+/// A read's promise while the read waits for a sync: CAF drops an awaited
+/// handler unanswered when its actor stops, so the last copy answers
+/// errc::stopped_before_answer if nothing else did.
+template <class Promise>
+struct waiting_read {
+  Promise promise;
+
+  explicit waiting_read(Promise x) : promise(std::move(x)) {
+    // nop
+  }
+
+  waiting_read(const waiting_read&) = delete;
+  waiting_read& operator=(const waiting_read&) = delete;
+
+  ~waiting_read() {
+    if (promise.pending())
+      promise.deliver(make_error(errc::stopped_before_answer,
+                                 "the session I/O actor stopped"));
+  }
+};
+
+/// Answers `promise` through `answer(promise)` once every group written so
+/// far is durable, or with the failed sync's error: a read never answers a
+/// write that is not durable. Nothing else runs in between (`await`).
+template <class Promise, class Answer>
+Promise when_durable(io_pointer self, Promise promise, Answer answer) {
   auto& st = self->state;
-  if (st.unsynced.empty())
-    return caf::none;
-  auto err = guarded_sync(*st.db);
-  ++st.fsyncs;
-  answer_synced(self, st.last_group, err);
-  return err;
+  if (st.syncs_awaited == 0) {
+    answer(promise);
+    return promise;
+  }
+  auto read = std::make_shared<waiting_read<Promise>>(promise);
+  self->request(st.syncer, caf::infinite, sync_atom::value, st.last_group)
+    .await(
+      [self, read, answer](ok_atom, uint64_t syncs) {
+        auto& st = self->state;
+        st.syncer_syncs = std::max(st.syncer_syncs, syncs);
+        answer(read->promise);
+      },
+      [read](caf::error& err) { read->promise.deliver(std::move(err)); });
+  return promise;
 }
 
 /// Writes the pending group as one batch and answers each of its writes.
@@ -261,27 +337,33 @@ void commit_pending(io_pointer self) {
     if (!pipelined)
       count_batch(self);
   }
+  result.refused.resize(writes.size());
   if (pipelined && !failure) {
-    // Even a refusal waits: it was decided against writes not yet durable.
-    unsynced_group group;
-    group.number = ++st.last_group;
-    group.waiters = std::move(waiters);
-    group.refused = std::move(result.refused);
-    for (auto& write : writes)
-      group.sessions.push_back(std::move(write.session));
-    st.unsynced.push_back(std::move(group));
-    // A write alone (no load to overlap with) syncs here: no messages to
-    // the syncer stand between it and its answer.
-    if (writes.size() == 1 && st.syncing_up_to == 0) {
-      sync_here(self);
+    ++st.last_group;
+    // A write alone, with nothing else waiting for a sync, syncs here: no
+    // messages to the syncer stand between it and its answer.
+    if (writes.size() == 1 && st.syncs_awaited == 0) {
+      failure = guarded_sync(*st.db);
+      ++st.fsyncs;
+      if (failure)
+        st.known.erase(writes.front().session);
+    } else {
+      // Even a refusal waits: it was decided against writes not yet
+      // durable.
+      std::vector<std::string> sessions;
+      for (std::size_t i = 0; i < waiters.size(); ++i) {
+        if (auto promise = st.waiters.take(waiters[i]))
+          promise->delegate(st.syncer, sync_atom::value, st.last_group,
+                            std::move(result.refused[i]));
+        sessions.push_back(std::move(writes[i].session));
+      }
+      request_sync(self, std::move(sessions));
       return;
     }
-    start_sync(self);
-    return;
   }
   for (std::size_t i = 0; i < waiters.size(); ++i) {
     const caf::error* err = nullptr;
-    if (i < result.refused.size() && result.refused[i])
+    if (result.refused[i])
       err = &result.refused[i];
     else if (failure)
       err = &failure;
@@ -358,33 +440,36 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db,
       else if (*purged)
         count_batch(self);
     },
-    [self](load_atom, const std::string& session)
-      -> caf::result<session_record> {
+    [self](load_atom, const std::string& session) {
       commit_pending(self);
-      if (auto err = sync_here(self))
-        return err;
-      auto record = storage::load_session(*self->state.db, session);
-      if (!record)
-        return std::move(record.error());
-      return std::move(*record);
+      return when_durable(
+        self, self->make_response_promise<session_record>(),
+        [self, session](auto& promise) {
+          deliver(promise, storage::load_session(*self->state.db, session));
+        });
     },
-    [self](stored_generation_atom, const std::string& session)
-      -> caf::result<bool, uint64_t, std::string> {
+    [self](stored_generation_atom, const std::string& session) {
       commit_pending(self);
-      if (auto err = sync_here(self))
-        return err;
-      auto stored = storage::stored_generation(*self->state.db, session);
-      if (!stored)
-        return std::move(stored.error());
-      std::string claimant;
-      if (stored->has_value()) {
-        auto held = storage::replica_version(*self->state.db, session);
-        if (!held)
-          return std::move(held.error());
-        claimant = std::move(held->version.claimant);
-      }
-      return caf::result<bool, uint64_t, std::string>{
-        stored->has_value(), stored->value_or(0), std::move(claimant)};
+      return when_durable(
+        self, self->make_response_promise<bool, uint64_t, std::string>(),
+        [self, session](auto& promise) {
+          auto stored = storage::stored_generation(*self->state.db, session);
+          if (!stored) {
+            promise.deliver(std::move(stored.error()));
+            return;
+          }
+          std::string claimant;
+          if (stored->has_value()) {
+            auto held = storage::replica_version(*self->state.db, session);
+            if (!held) {
+              promise.deliver(std::move(held.error()));
+              return;
+            }
+            claimant = std::move(held->version.claimant);
+          }
+          promise.deliver(stored->has_value(), stored->value_or(0),
+                          std::move(claimant));
+        });
     },
     [self](claim_atom, const std::string& session, uint64_t generation,
            const std::string& claimant) -> caf::result<ok_atom> {
@@ -465,30 +550,27 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db,
         return std::move(dropped.error());
       return outcome_of(*dropped) == replica_outcome::applied;
     },
-    [self](replica_atom, image_atom, const std::string& session)
-      -> caf::result<session_image> {
+    [self](replica_atom, image_atom, const std::string& session) {
       commit_pending(self);
-      if (auto err = sync_here(self))
-        return err;
-      auto image = storage::replica_image(*self->state.db, session);
-      if (!image)
-        return std::move(image.error());
-      return std::move(*image);
+      return when_durable(
+        self, self->make_response_promise<session_image>(),
+        [self, session](auto& promise) {
+          deliver(promise, storage::replica_image(*self->state.db, session));
+        });
     },
-    [self](replica_atom, version_atom, const std::string& session)
-      -> caf::result<replica_answer> {
+    [self](replica_atom, version_atom, const std::string& session) {
       commit_pending(self);
-      if (auto err = sync_here(self))
-        return err;
-      auto answer = storage::replica_version(*self->state.db, session);
-      if (!answer)
-        return std::move(answer.error());
-      return std::move(*answer);
+      return when_durable(
+        self, self->make_response_promise<replica_answer>(),
+        [self, session](auto& promise) {
+          deliver(promise,
+                  storage::replica_version(*self->state.db, session));
+        });
     },
     [self](stats_atom) -> caf::result<uint64_t, uint64_t> {
       commit_pending(self);
-      return caf::result<uint64_t, uint64_t>{self->state.groups,
-                                             self->state.fsyncs};
+      return caf::result<uint64_t, uint64_t>{
+        self->state.groups, self->state.fsyncs + self->state.syncer_syncs};
     },
   };
 }

@@ -42,15 +42,17 @@
 /// check and the write of a replica never race either.
 ///
 /// Pipelined sync: over a database whose durability is `synced`, a group of
-/// several writes is written without fsync and its writes are answered
-/// (ok or refused) only once the actor's syncer (a linked actor, detached
-/// with a detached I/O actor) synced the WAL after it; meanwhile the I/O
-/// actor writes the next groups, and the next sync covers all of them. A
-/// failed sync fails every write it covered. A group of one write is synced
-/// by the I/O actor itself before its answer (a solo persist keeps its five
-/// messages). A load, a generation read or a replica read first syncs the
-/// groups not yet synced and answers that sync's failure, so no read sees a
-/// write that is not durable.
+/// several writes is written without fsync and its writes are delegated to
+/// the actor's syncer (a linked actor, detached with a detached I/O actor),
+/// which answers each (ok or refused) only once it synced the WAL after the
+/// group; meanwhile the I/O actor writes the next groups, and the syncer
+/// syncs once for every request that queued during its last sync. A failed
+/// sync fails every write it covered. A write alone, with no group waiting
+/// for a sync, is synced by the I/O actor itself before its answer (a solo
+/// persist keeps its five messages). A load, a generation read or a replica
+/// read behind groups not yet synced waits for the syncer's next sync and
+/// answers that sync's failure, so no read sees a write that is not
+/// durable.
 ///
 /// Shutdown: the owner of the persister stops the I/O actors after it.
 /// Writes of a group not yet committed are answered with

@@ -34,8 +34,9 @@
 ///   idle, `release` with the session when a lease holder died.
 /// - writer -> I/O actor: `write` and `erase`; persister -> I/O actor:
 ///   `storedgen`, `claim`, `load` (delegated from a client), `purge` and
-///   `stats`. (A detached I/O actor also hears from its own WAL sync
-///   thread: session_io_worker.hpp, "Pipelined sync".)
+///   `stats`. (The answer to a `write` of a group that waits for its WAL
+///   sync comes from the I/O actor's syncer, which the write was delegated
+///   to: session_io_worker.hpp, "Pipelined sync".)
 ///
 /// A solo persist is five messages to its answer: client -> persister ->
 /// writer -> I/O actor -> writer -> client. The persister resolves the

@@ -19,7 +19,8 @@
 //   design whose writes go through an I/O actor (`vs_straight_to_io`);
 // - limit: the same session writes from one thread straight into RocksDB in
 //   groups of 64 without fsync, the CPU ceiling of WAL and memtable for this
-//   payload, which no design on this machine exceeds (`vs_limit`).
+//   payload (`vs_limit`); measured before the two designs and after them,
+//   the mean of the two the ceiling.
 // The fsync rate of a shared disk swings within minutes: only the ratio of
 // one run means anything. The last line is one JSON object.
 
@@ -34,6 +35,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -47,6 +49,7 @@
 
 #include <coalesce/actors/session_io_worker.hpp>
 
+#include "cpu_time.hpp"
 #include "fresh_db.hpp"
 
 using namespace coalesce;
@@ -64,6 +67,14 @@ struct bench_config : caf::actor_system_config {
 
   bench_config() {
     register_message_types(*this);
+    // Every write runs on the I/O actor's thread: the application that
+    // embeds a persister writing hard gives it a core of its own, and CAF's
+    // workers the rest (docs/session-persister.md, "Cores"). CAF's default
+    // of at least four workers, each polling for work when it runs dry,
+    // takes that core away on a small machine. --scheduler.max-threads
+    // overrides it.
+    set("scheduler.max-threads",
+        std::max(1u, std::thread::hardware_concurrency() - 1));
     opt_group{custom_options_, "bench"}
       .add(clients, "clients", "concurrent clients in the closed loop (C)")
       .add(seconds, "seconds", "time box of each measurement")
@@ -124,13 +135,21 @@ double measure_naive(const bench_config& cfg) {
   return requests / seconds_since(start);
 }
 
-double measure_limit(const bench_config& cfg) {
+/// A rate and what it cost: the process's CPU time per operation (every
+/// thread, RocksDB's background work included).
+struct rate {
+  double per_s = 0;
+  double cpu_us_per_op = 0;
+};
+
+rate measure_limit(const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
   std::mt19937_64 rng{11};
   std::string blob(blob_size, 'b');
   constexpr std::size_t group_size = 64;
   storage::known_generations known;
   auto start = clock_type::now();
+  auto cpu_before = bench::own_cpu_seconds();
   uint64_t writes = 0;
   while (seconds_since(start) < cfg.seconds) {
     std::vector<storage::session_write> group;
@@ -143,7 +162,8 @@ double measure_limit(const bench_config& cfg) {
                                             &known);
     check(done.failure, "limit");
   }
-  return writes / seconds_since(start);
+  return {writes / seconds_since(start),
+          (bench::own_cpu_seconds() - cpu_before) * 1e6 / writes};
 }
 
 /// A live session: answers every snapshot with its 4 KiB blob.
@@ -266,20 +286,22 @@ run_clients(caf::actor_system& sys, const bench_config& cfg,
 /// same clients writing straight to one, each write one message there and
 /// its answer back. What lies between it and `limit` is that actor's
 /// messages and fsyncs and the clients' share of the two cores.
-double measure_straight_to_io(caf::actor_system& sys,
-                              const bench_config& cfg) {
+rate measure_straight_to_io(caf::actor_system& sys, const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
   auto io = spawn_detached_session_io_worker(sys, fresh.db);
+  auto cpu_before = bench::own_cpu_seconds();
   auto [latencies, elapsed] = run_clients(sys, cfg, straight_to(io));
+  auto cpu = bench::own_cpu_seconds() - cpu_before;
   caf::scoped_actor self{sys};
   self->send_exit(io, caf::exit_reason::user_shutdown);
   self->wait_for(io);
-  return latencies.size() / elapsed;
+  return {latencies.size() / elapsed, cpu * 1e6 / latencies.size()};
 }
 
 struct coalesce_result {
   uint64_t requests = 0;
   double persists_per_s = 0;
+  double cpu_us_per_persist = 0;
   double p99_ms = 0;
   session_persister_stats stats;
 };
@@ -300,11 +322,14 @@ coalesce_result measure_coalesce(caf::actor_system& sys,
   auto handles = std::make_shared<std::vector<session_handle_actor>>();
   for (std::size_t i = 0; i < cfg.sessions; ++i)
     handles->push_back(sys.spawn(session_handle, std::string(blob_size, 'b')));
+  auto cpu_before = bench::own_cpu_seconds();
   auto [latencies, elapsed] = run_clients(
     sys, cfg, through_persister(service.persister, handles));
+  auto cpu = bench::own_cpu_seconds() - cpu_before;
   coalesce_result result;
   result.requests = latencies.size();
   result.persists_per_s = latencies.size() / elapsed;
+  result.cpu_us_per_persist = cpu * 1e6 / latencies.size();
   result.p99_ms = percentile(latencies, 0.99);
   caf::scoped_actor self{sys};
   self->request(service.persister, std::chrono::minutes{1}, stats_atom::value)
@@ -388,18 +413,26 @@ int main(int argc, char** argv) {
   auto naive = measure_naive(cfg);
   std::printf("naive: %.0f persists/s (one synced WriteBatch per request)\n",
               naive);
-  auto limit = measure_limit(cfg);
-  std::printf("limit: %.0f session writes/s (groups of 64, no fsync)\n",
-              limit);
+  // The limit before and after the two designs, their mean the ceiling:
+  // what this machine gives one thread drifts within a minute.
+  auto limit_before = measure_limit(cfg);
+  std::printf("limit: %.0f session writes/s (groups of 64, no fsync), %.1f "
+              "us CPU each\n",
+              limit_before.per_s, limit_before.cpu_us_per_op);
   auto straight = measure_straight_to_io(sys, cfg);
   std::printf("straight to an I/O actor: %.0f writes/s (the same clients, "
-              "no persister, no writers)\n",
-              straight);
+              "no persister, no writers), %.1f us CPU each\n",
+              straight.per_s, straight.cpu_us_per_op);
   auto ours = measure_coalesce(sys, cfg);
+  auto limit_after = measure_limit(cfg);
+  std::printf("limit again: %.0f session writes/s, %.1f us CPU each\n",
+              limit_after.per_s, limit_after.cpu_us_per_op);
+  rate limit{(limit_before.per_s + limit_after.per_s) / 2,
+             (limit_before.cpu_us_per_op + limit_after.cpu_us_per_op) / 2};
   auto messages = measure_messages(cfg, 20);
-  std::printf("coalesce: %.0f persists/s, %llu writes in %llu groups, %llu "
-              "fsyncs, p99 %.2f ms\n",
-              ours.persists_per_s,
+  std::printf("coalesce: %.0f persists/s, %.1f us CPU each, %llu writes in "
+              "%llu groups, %llu fsyncs, p99 %.2f ms\n",
+              ours.persists_per_s, ours.cpu_us_per_persist,
               static_cast<unsigned long long>(ours.stats.writes),
               static_cast<unsigned long long>(ours.stats.groups),
               static_cast<unsigned long long>(ours.stats.fsyncs), ours.p99_ms);
@@ -410,6 +443,7 @@ int main(int argc, char** argv) {
               "(counted one by one on a deterministic scheduler)\n",
               fsyncs_per_1000, messages);
   auto round2 = [](double x) { return std::round(x * 100) / 100; };
+  auto round1 = [](double x) { return std::round(x * 10) / 10; };
   nlohmann::ordered_json result{
     {"bench", "persister"},
     {"sessions", cfg.sessions},
@@ -424,11 +458,17 @@ int main(int argc, char** argv) {
     {"fsyncs_per_1000_persists", round2(fsyncs_per_1000)},
     {"messages_per_persist", round2(messages)},
     {"p99_persist_ms", round2(ours.p99_ms)},
-    {"limit_writes_per_s", std::round(limit)},
-    {"vs_limit", round2(ours.persists_per_s / limit)},
-    {"straight_to_io_writes_per_s", std::round(straight)},
-    {"straight_to_io_vs_limit", round2(straight / limit)},
-    {"vs_straight_to_io", round2(ours.persists_per_s / straight)},
+    {"cpu_us_per_persist", round1(ours.cpu_us_per_persist)},
+    {"limit_writes_per_s", std::round(limit.per_s)},
+    {"limit_runs_writes_per_s",
+     {std::round(limit_before.per_s), std::round(limit_after.per_s)}},
+    {"limit_cpu_us_per_write", round1(limit.cpu_us_per_op)},
+    {"vs_limit", round2(ours.persists_per_s / limit.per_s)},
+    {"straight_to_io_writes_per_s", std::round(straight.per_s)},
+    {"straight_to_io_cpu_us_per_write", round1(straight.cpu_us_per_op)},
+    {"straight_to_io_vs_limit", round2(straight.per_s / limit.per_s)},
+    {"vs_straight_to_io", round2(ours.persists_per_s / straight.per_s)},
+    {"caf_workers", caf::get_or(cfg, "scheduler.max-threads", size_t{0})},
   };
   std::cout << result.dump() << std::endl;
   return EXIT_SUCCESS;

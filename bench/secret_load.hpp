@@ -13,12 +13,11 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include <caf/all.hpp>
 
 #include <coalesce/messages/node_interface.hpp>
 
+#include "cpu_time.hpp"
 #include "node_process.hpp"
 
 namespace coalesce::bench {
@@ -53,14 +52,6 @@ using load_clock = std::chrono::steady_clock;
 
 inline double seconds_since(load_clock::time_point start) {
   return std::chrono::duration<double>(load_clock::now() - start).count();
-}
-
-/// CPU seconds (user and system) this process used so far.
-inline double own_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 /// Entry `i`: one of 997 chats, 8,191 senders, a message id of its own.

@@ -308,6 +308,26 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     CAF_REQUIRE(answered(first));
   }
 
+  /// Writes a, b then c, d reach the first I/O actor as two groups, each
+  /// written and its sync asked for, while its syncer has not run yet.
+  void write_two_groups_before_the_syncer_runs() {
+    auto io = first_io();
+    auto* raw = actor_cast<abstract_actor*>(io);
+    auto run_io_alone = [&] {
+      sched.run_jobs_filtered([raw](resumable* job) {
+        return dynamic_cast<abstract_actor*>(job) == raw;
+      });
+    };
+    for (auto pair : {std::pair{"a", "b"}, std::pair{"c", "d"}}) {
+      for (std::string session : {pair.first, pair.second})
+        self->request(io, infinite, write_atom::value,
+                      storage::session_write{session, "blob " + session,
+                                             {row("u" + session)}, {}, 0});
+      run_io_alone();
+    }
+    CAF_REQUIRE(!answered(self));
+  }
+
   /// Eight sessions' writes meet at one I/O actor as one group while
   /// `fault` is on: each fails, each session is failed and unflushed, and
   /// a `flushall` writes every one of them.
@@ -1292,6 +1312,36 @@ CAF_TEST(a stale session in a group fails alone and the others commit) {
   CAF_CHECK_EQUAL(stored_blob("a"), "blob a");
   CAF_CHECK_EQUAL(stored_blob("b"), "blob b");
   CAF_CHECK_EQUAL(stored_blob("old"), "gen 5");
+}
+
+CAF_TEST(groups written while the WAL syncer is busy are synced by one sync) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto syncs = faults->wal_syncs.load();
+  auto before = stats();
+  write_two_groups_before_the_syncer_runs();
+  sched.run();
+  for (int i = 0; i < 4; ++i)
+    CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(faults->wal_syncs.load() - syncs, 1);
+  auto after = stats();
+  CAF_CHECK_EQUAL(after.groups - before.groups, 2u);
+  CAF_CHECK_EQUAL(after.fsyncs - before.fsyncs, 1u);
+  for (auto session : {"a", "b", "c", "d"})
+    CAF_CHECK_EQUAL(stored_blob(session), std::string{"blob "} + session);
+}
+
+CAF_TEST(a failed WAL sync fails the writes of every group it covered) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  write_two_groups_before_the_syncer_runs();
+  faults->wal_sync = true;
+  sched.run();
+  faults->clear();
+  for (int i = 0; i < 4; ++i)
+    CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
