@@ -26,8 +26,13 @@ namespace {
 /// they read.
 using wal_syncer_actor = caf::typed_actor<
   // A delegated write of group n and its refusal (none: the batch carried
-  // it): answered ok, the refusal or the sync's failure.
+  // it): answered ok, the refusal or the sync's failure. (A replica delta
+  // refused comes this way too: an error is an answer of any type.)
   caf::replies_to<sync_atom, uint64_t, caf::error>::with<ok_atom>,
+  // A delegated replica delta of group n that the batch applied, or that
+  // the replica's state answered without applying: answered with that
+  // answer or the sync's failure.
+  caf::replies_to<sync_atom, uint64_t, replica_answer>::with<replica_answer>,
   // The I/O actor's own request for group n: answered with the syncs so
   // far, or the sync's failure.
   caf::replies_to<sync_atom, uint64_t>::with<ok_atom, uint64_t>>;
@@ -39,6 +44,9 @@ struct wal_syncer_state {
   parked_requests<caf::typed_response_promise<ok_atom>> writes{
     "the WAL syncer"};
   std::vector<std::pair<uint64_t, caf::error>> waiting_writes;
+  parked_requests<caf::typed_response_promise<replica_answer>> deltas{
+    "the WAL syncer"};
+  std::vector<std::pair<uint64_t, replica_answer>> waiting_deltas;
   parked_requests<caf::typed_response_promise<ok_atom, uint64_t>> groups{
     "the WAL syncer"};
   std::vector<uint64_t> waiting_groups;
@@ -60,7 +68,8 @@ void sync_when_idle(syncer_pointer self) {
   if (err)
     spdlog::warn("session persister: the WAL sync up to group {} failed, "
                  "the {} writes it covered fail and are retried: {}",
-                 st.last_group, st.waiting_writes.size(),
+                 st.last_group,
+                 st.waiting_writes.size() + st.waiting_deltas.size(),
                  self->system().render(err));
   for (auto& [id, refusal] : std::exchange(st.waiting_writes, {})) {
     if (refusal)
@@ -69,6 +78,12 @@ void sync_when_idle(syncer_pointer self) {
       st.writes.answer(id, err);
     else
       st.writes.answer(id, ok_atom::value);
+  }
+  for (auto& [id, answer] : std::exchange(st.waiting_deltas, {})) {
+    if (err)
+      st.deltas.answer(id, err);
+    else
+      st.deltas.answer(id, std::move(answer));
   }
   for (auto id : std::exchange(st.waiting_groups, {})) {
     if (err)
@@ -87,6 +102,15 @@ wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
       auto promise = self->make_response_promise<ok_atom>();
       st.waiting_writes.emplace_back(st.writes.park(promise),
                                      std::move(refusal));
+      st.last_group = std::max(st.last_group, group);
+      sync_when_idle(self);
+      return promise;
+    },
+    [self](sync_atom, uint64_t group, replica_answer& answer) {
+      auto& st = self->state;
+      auto promise = self->make_response_promise<replica_answer>();
+      st.waiting_deltas.emplace_back(st.deltas.park(promise),
+                                     std::move(answer));
       st.last_group = std::max(st.last_group, group);
       sync_when_idle(self);
       return promise;
@@ -184,7 +208,10 @@ void count_batch(io_pointer self) {
     ++self->state.fsyncs;
 }
 
-/// Writes the pending replica deltas as one batch and answers each.
+void request_sync(io_pointer self, std::vector<std::string> sessions);
+
+/// Writes the pending replica deltas as one batch and answers each, with
+/// the pipelined sync as the writes are (commit_pending).
 void commit_pending_deltas(io_pointer self) {
   auto& st = self->state;
   if (st.pending_deltas.empty())
@@ -196,13 +223,27 @@ void commit_pending_deltas(io_pointer self) {
   for (const auto& delta : deltas)
     st.known.erase(delta.session);
   storage::replica_group_result result;
+  auto pipelined = static_cast<bool>(st.syncer);
   auto failure = guarded_write(*st.db, [&] {
-    result = storage::replica_apply_group(*st.db, deltas);
+    result = storage::replica_apply_group(
+      *st.db, deltas,
+      pipelined ? std::optional{storage::durability::buffered} : std::nullopt);
     return result.failure;
   });
   if (result.written) {
     ++st.groups;
-    count_batch(self);
+    if (!pipelined)
+      count_batch(self);
+  }
+  auto delegated = false;
+  if (pipelined && !failure) {
+    ++st.last_group;
+    if (deltas.size() == 1 && st.syncs_awaited == 0) {
+      failure = guarded_sync(*st.db);
+      ++st.fsyncs;
+    } else {
+      delegated = true;
+    }
   }
   for (std::size_t i = 0; i < waiters.size(); ++i) {
     if (!failure) {
@@ -220,13 +261,26 @@ void commit_pending_deltas(io_pointer self) {
             },
             result.answers[i]);
     }
-    if (failure)
+    if (delegated) {
+      // Even a refusal waits: it was decided against deltas not yet
+      // durable.
+      if (auto promise = st.delta_waiters.take(waiters[i])) {
+        if (result.answers[i])
+          promise->delegate(st.syncer, sync_atom::value, st.last_group,
+                            std::move(*result.answers[i]));
+        else
+          promise->delegate(st.syncer, sync_atom::value, st.last_group,
+                            std::move(result.answers[i].error()));
+      }
+    } else if (failure)
       st.delta_waiters.answer(waiters[i], failure);
     else if (!result.answers[i])
       st.delta_waiters.answer(waiters[i], result.answers[i].error());
     else
       st.delta_waiters.answer(waiters[i], *result.answers[i]);
   }
+  if (delegated)
+    request_sync(self, {});
 }
 
 void commit_pending(io_pointer self);

@@ -52,7 +52,7 @@
 /// persist keeps its five messages). A load, a generation read or a replica
 /// read behind groups not yet synced waits for the syncer's next sync and
 /// answers that sync's failure, so no read sees a write that is not
-/// durable.
+/// durable. Replica deltas are written and answered the same way.
 ///
 /// Shutdown: the owner of the persister stops the I/O actors after it.
 /// Writes of a group not yet committed are answered with

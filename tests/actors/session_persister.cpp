@@ -308,10 +308,11 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     CAF_REQUIRE(answered(first));
   }
 
-  /// Writes a, b then c, d reach the first I/O actor as two groups, each
-  /// written and its sync asked for, while its syncer has not run yet.
-  void write_two_groups_before_the_syncer_runs() {
-    auto io = first_io();
+  /// Writes (or with `deltas`, replica deltas) of a, b then c, d reach the
+  /// first I/O actor as two groups, each written and its sync asked for,
+  /// while its syncer has not run yet.
+  void write_two_groups_before_the_syncer_runs(bool deltas = false) {
+    auto io = actor_cast<session_replica_io_actor>(service.io.front());
     auto* raw = actor_cast<abstract_actor*>(io);
     auto run_io_alone = [&] {
       sched.run_jobs_filtered([raw](resumable* job) {
@@ -319,10 +320,22 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
       });
     };
     for (auto pair : {std::pair{"a", "b"}, std::pair{"c", "d"}}) {
-      for (std::string session : {pair.first, pair.second})
-        self->request(io, infinite, write_atom::value,
-                      storage::session_write{session, "blob " + session,
-                                             {row("u" + session)}, {}, 0});
+      for (std::string session : {pair.first, pair.second}) {
+        if (deltas) {
+          session_delta delta;
+          delta.session = session;
+          delta.ballot = 7;
+          delta.generation = 1;
+          delta.blob = "blob " + session;
+          delta.updates = {row("u" + session)};
+          self->request(io, infinite, replica_atom::value, write_atom::value,
+                        std::move(delta));
+        } else {
+          self->request(io, infinite, write_atom::value,
+                        storage::session_write{session, "blob " + session,
+                                               {row("u" + session)}, {}, 0});
+        }
+      }
       run_io_alone();
     }
     CAF_REQUIRE(!answered(self));
@@ -1148,6 +1161,36 @@ CAF_TEST(idle writers stay warm up to the limit and the rest retire) {
   CAF_CHECK_EQUAL(sys.registry().running(), running + 2);
 }
 
+CAF_TEST(the writer idle longest is the one that retires) {
+  session_persister_options options = two_io_actors();
+  options.idle_writers = 2;
+  start(options);
+  auto handles = sessions_with_handles(4);
+  auto name = [](int i) { return "s" + std::to_string(i); };
+  // s0 retires when s2 goes idle; s1 writes again, so s2 is idle longest
+  // when s3 goes idle, and retires.
+  for (int i : {0, 1, 2, 1, 3})
+    persist(name(i), handles[i], {row("u" + std::to_string(i))});
+  CAF_CHECK_EQUAL(stats().idle_writers, 2u);
+  // Whether a session's writer is warm shows while its write waits for the
+  // handle's snapshot: a warm one leaves one writer idle, a new one two.
+  auto idle_during_a_held_write = [&](int i) {
+    state_of(handles[i]).holding = true;
+    send_persist(self, name(i), handles[i], {row("v" + std::to_string(i))});
+    sched.run();
+    auto during = stats();
+    CAF_CHECK_EQUAL(during.active_writers, 1u);
+    release_held(handles[i]);
+    state_of(handles[i]).holding = false;
+    sched.run();
+    CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+    return during.idle_writers;
+  };
+  CAF_CHECK_EQUAL(idle_during_a_held_write(1), 1u); // kept
+  CAF_CHECK_EQUAL(idle_during_a_held_write(3), 1u); // kept
+  CAF_CHECK_EQUAL(idle_during_a_held_write(2), 2u); // retired
+}
+
 // -- stopping ----------------------------------------------------------------
 
 CAF_TEST(requests parked when the persister stops are answered) {
@@ -1330,6 +1373,35 @@ CAF_TEST(groups written while the WAL syncer is busy are synced by one sync) {
   CAF_CHECK_EQUAL(after.fsyncs - before.fsyncs, 1u);
   for (auto session : {"a", "b", "c", "d"})
     CAF_CHECK_EQUAL(stored_blob(session), std::string{"blob "} + session);
+}
+
+CAF_TEST(replica deltas written while the WAL syncer is busy are synced by one sync) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto syncs = faults->wal_syncs.load();
+  write_two_groups_before_the_syncer_runs(true);
+  sched.run();
+  for (int i = 0; i < 4; ++i) {
+    auto answer = next_reply<replica_answer>(sys, self);
+    CAF_CHECK_EQUAL(answer.outcome,
+                    static_cast<uint8_t>(replica_outcome::applied));
+  }
+  CAF_CHECK_EQUAL(faults->wal_syncs.load() - syncs, 1);
+  for (auto session : {"a", "b", "c", "d"})
+    CAF_CHECK_EQUAL(stored_blob(session), std::string{"blob "} + session);
+}
+
+CAF_TEST(a failed WAL sync fails the replica deltas of every group it covered) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  write_two_groups_before_the_syncer_runs(true);
+  faults->wal_sync = true;
+  sched.run();
+  faults->clear();
+  for (int i = 0; i < 4; ++i)
+    CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
 }
 
 CAF_TEST(a failed WAL sync fails the writes of every group it covered) {
