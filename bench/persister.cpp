@@ -21,8 +21,10 @@
 //   groups of 64 without fsync, the CPU ceiling of WAL and memtable for this
 //   payload (`vs_limit`); measured before the two designs and after them,
 //   the mean of the two the ceiling.
-// The fsync rate of a shared disk swings within minutes: only the ratio of
-// one run means anything. The last line is one JSON object.
+// Each phase prints its CPU time per operation. The actor system runs
+// cores - 1 CAF workers (`caf_workers`), the I/O actor's thread a core of
+// its own. The fsync rate of a shared disk swings within minutes: only the
+// ratio of one run means anything. The last line is one JSON object.
 
 #include <algorithm>
 #include <chrono>
