@@ -75,8 +75,9 @@ struct bench_config : caf::actor_system_config {
     // of at least four workers, each polling for work when it runs dry,
     // takes that core away on a small machine. --scheduler.max-threads
     // overrides it.
+    // (hardware_concurrency is 0 when unknown.)
     set("scheduler.max-threads",
-        std::max(1u, std::thread::hardware_concurrency() - 1));
+        std::max(2u, std::thread::hardware_concurrency()) - 1);
     opt_group{custom_options_, "bench"}
       .add(clients, "clients", "concurrent clients in the closed loop (C)")
       .add(seconds, "seconds", "time box of each measurement")
