@@ -93,35 +93,40 @@ void sync_when_idle(syncer_pointer self) {
   }
 }
 
+/// Parks a request (through `park`) for the next sync, which covers group
+/// `group`, and syncs unless more requests wait.
+template <class... Ts, class Park>
+caf::typed_response_promise<Ts...>
+wait_for_sync(syncer_pointer self, uint64_t group, Park park) {
+  auto promise = self->make_response_promise<Ts...>();
+  park(self->state, promise);
+  self->state.last_group = std::max(self->state.last_group, group);
+  sync_when_idle(self);
+  return promise;
+}
+
 wal_syncer_actor::behavior_type
 wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
   self->state.db = std::move(db);
   return {
     [self](sync_atom, uint64_t group, caf::error& refusal) {
-      auto& st = self->state;
-      auto promise = self->make_response_promise<ok_atom>();
-      st.waiting_writes.emplace_back(st.writes.park(promise),
-                                     std::move(refusal));
-      st.last_group = std::max(st.last_group, group);
-      sync_when_idle(self);
-      return promise;
+      return wait_for_sync<ok_atom>(self, group, [&](auto& st, auto& promise) {
+        st.waiting_writes.emplace_back(st.writes.park(promise),
+                                       std::move(refusal));
+      });
     },
     [self](sync_atom, uint64_t group, replica_answer& answer) {
-      auto& st = self->state;
-      auto promise = self->make_response_promise<replica_answer>();
-      st.waiting_deltas.emplace_back(st.deltas.park(promise),
-                                     std::move(answer));
-      st.last_group = std::max(st.last_group, group);
-      sync_when_idle(self);
-      return promise;
+      return wait_for_sync<replica_answer>(
+        self, group, [&](auto& st, auto& promise) {
+          st.waiting_deltas.emplace_back(st.deltas.park(promise),
+                                         std::move(answer));
+        });
     },
     [self](sync_atom, uint64_t group) {
-      auto& st = self->state;
-      auto promise = self->make_response_promise<ok_atom, uint64_t>();
-      st.waiting_groups.push_back(st.groups.park(promise));
-      st.last_group = std::max(st.last_group, group);
-      sync_when_idle(self);
-      return promise;
+      return wait_for_sync<ok_atom, uint64_t>(
+        self, group, [](auto& st, auto& promise) {
+          st.waiting_groups.push_back(st.groups.park(promise));
+        });
     },
   };
 }
