@@ -157,6 +157,10 @@ struct session_io_state {
   /// generation it wrote itself; forgotten on an erase or a purge, and all
   /// of it past `max_known` sessions.
   storage::known_generations known;
+  /// The version each replica of a session holds that this actor wrote
+  /// with a delta (its only writer), so that a group of deltas reads no
+  /// version it wrote itself; forgotten like `known`.
+  storage::known_versions known_versions;
   /// Groups written (one WriteBatch each), for the persister's stats.
   uint64_t groups = 0;
   /// Batches written while the database syncs every write (groups and
@@ -208,6 +212,13 @@ void trace(const char* what, const std::string& session, Asked asked,
                   asked());
 }
 
+/// Forgets what this actor remembers `session` holds: another kind of
+/// write changed it, or the write it remembers may not be durable.
+void forget(io_pointer self, const std::string& session) {
+  self->state.known.erase(session);
+  self->state.known_versions.erase(session);
+}
+
 void count_batch(io_pointer self) {
   if (self->state.db->mode() == storage::durability::synced)
     ++self->state.fsyncs;
@@ -230,9 +241,12 @@ void commit_pending_deltas(io_pointer self) {
   storage::replica_group_result result;
   auto pipelined = static_cast<bool>(st.syncer);
   auto failure = guarded_write(*st.db, [&] {
+    if (st.known_versions.size() > max_known)
+      st.known_versions.clear();
     result = storage::replica_apply_group(
       *st.db, deltas,
-      pipelined ? std::optional{storage::durability::buffered} : std::nullopt);
+      pipelined ? std::optional{storage::durability::buffered} : std::nullopt,
+      &st.known_versions);
     return result.failure;
   });
   if (result.written) {
@@ -246,6 +260,8 @@ void commit_pending_deltas(io_pointer self) {
     if (deltas.size() == 1 && st.syncs_awaited == 0) {
       failure = guarded_sync(*st.db);
       ++st.fsyncs;
+      if (failure)
+        forget(self, deltas.front().session);
     } else {
       delegated = true;
     }
@@ -284,8 +300,12 @@ void commit_pending_deltas(io_pointer self) {
     else
       st.delta_waiters.answer(waiters[i], *result.answers[i]);
   }
-  if (delegated)
-    request_sync(self, {});
+  if (delegated) {
+    std::vector<std::string> sessions;
+    for (auto& delta : deltas)
+      sessions.push_back(std::move(delta.session));
+    request_sync(self, std::move(sessions));
+  }
 }
 
 void commit_pending(io_pointer self);
@@ -311,7 +331,7 @@ void request_sync(io_pointer self, std::vector<std::string> sessions) {
     --st.syncs_awaited;
     if (failure)
       for (const auto& session : sessions)
-        st.known.erase(session);
+        forget(self, session);
     // Writes that arrived before this answer wait for a write handler that
     // finds the mailbox empty: this may have been the last message.
     if (self->mailbox().empty())
@@ -380,6 +400,9 @@ void commit_pending(io_pointer self) {
   auto waiters = std::move(st.pending_waiters);
   st.pending.clear();
   st.pending_waiters.clear();
+  // A write of the persister's own format replaces a replica's version.
+  for (const auto& write : writes)
+    st.known_versions.erase(write.session);
   storage::session_group_result result;
   auto pipelined = static_cast<bool>(st.syncer);
   auto failure = guarded_write(*st.db, [&] {
@@ -405,7 +428,7 @@ void commit_pending(io_pointer self) {
       failure = guarded_sync(*st.db);
       ++st.fsyncs;
       if (failure)
-        st.known.erase(writes.front().session);
+        forget(self, writes.front().session);
     } else {
       // Even a refusal waits: it was decided against writes not yet
       // durable.
@@ -439,7 +462,7 @@ template <class F>
 caf::result<replica_answer> change_replica(io_pointer self,
                                            const std::string& session, F f) {
   commit_pending(self);
-  self->state.known.erase(session);
+  forget(self, session);
   auto& db = *self->state.db;
   auto answer = guarded_write(db, [&] { return f(db); });
   if (!answer)
@@ -474,7 +497,7 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db,
     [self](erase_atom, const std::string& session, uint64_t generation,
            bool tombstone) -> caf::result<ok_atom> {
       commit_pending(self);
-      self->state.known.erase(session);
+      forget(self, session);
       auto& db = *self->state.db;
       if (auto err = guarded_write(db, [&] {
             return storage::erase_session(
@@ -487,7 +510,7 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db,
     },
     [self](purge_atom, const std::string& session, uint64_t generation) {
       commit_pending(self);
-      self->state.known.erase(session);
+      forget(self, session);
       auto& db = *self->state.db;
       auto purged = guarded_write(db, [&] {
         return storage::purge_tombstone(db, session, generation);
@@ -533,7 +556,7 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db,
     [self](claim_atom, const std::string& session, uint64_t generation,
            const std::string& claimant) -> caf::result<ok_atom> {
       commit_pending(self);
-      self->state.known.erase(session);
+      forget(self, session);
       auto& db = *self->state.db;
       auto answer = guarded_write(db, [&] {
         return storage::replica_claim(db, session, 0, generation, claimant);
@@ -598,7 +621,7 @@ session_io_worker(io_pointer self, std::shared_ptr<storage::database> db,
     [self](replica_atom, drop_atom, const std::string& session,
            const session_version& expected) -> caf::result<bool> {
       commit_pending(self);
-      self->state.known.erase(session);
+      forget(self, session);
       auto& db = *self->state.db;
       auto dropped = guarded_write(
         db, [&] { return storage::replica_drop(db, session, expected); });

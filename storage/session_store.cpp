@@ -543,6 +543,15 @@ rocksdb::Status add_delta(database::impl& state, rocksdb::WriteBatch& batch,
                   status);
 }
 
+/// The version `known` holds for `session`, if any.
+const session_version* version_in(const known_versions* known,
+                                  const std::string& session) {
+  if (known == nullptr)
+    return nullptr;
+  auto i = known->find(session);
+  return i != known->end() ? &i->second : nullptr;
+}
+
 caf::error check_delta(const session_delta& delta) {
   session_write write;
   write.session = delta.session;
@@ -621,7 +630,7 @@ replica_claim(database& db, const std::string& session, uint64_t ballot,
 
 replica_group_result
 replica_apply_group(database& db, const std::vector<session_delta>& deltas,
-                    std::optional<durability> mode) {
+                    std::optional<durability> mode, known_versions* known) {
   replica_group_result result;
   result.answers.reserve(deltas.size());
   // What each session holds once the batch lands, for a later delta of
@@ -638,10 +647,17 @@ replica_apply_group(database& db, const std::vector<session_delta>& deltas,
       }
       auto j = in_group.find(delta.session);
       if (j == in_group.end()) {
-        auto replica = read_replica(state, delta.session);
-        if (!replica)
-          return std::move(replica.error());
-        j = in_group.emplace(delta.session, std::move(*replica)).first;
+        replica_state held;
+        if (auto cached = version_in(known, delta.session)) {
+          // The blob is not needed: a delta carries the whole new one.
+          held.version = *cached;
+        } else {
+          auto replica = read_replica(state, delta.session);
+          if (!replica)
+            return std::move(replica.error());
+          held = std::move(*replica);
+        }
+        j = in_group.emplace(delta.session, std::move(held)).first;
       }
       auto& current = j->second.version;
       if (auto outcome = refusal(delta, current)) {
@@ -659,6 +675,15 @@ replica_apply_group(database& db, const std::vector<session_delta>& deltas,
     result.written = true;
     return to_error(state.write(mode, &batch), "writing the replica batch");
   });
+  if (known != nullptr) {
+    // A failed batch may or may not have landed: its sessions are read
+    // again next time.
+    for (auto& [session, held] : in_group)
+      if (result.failure)
+        known->erase(session);
+      else
+        (*known)[session] = held.version;
+  }
   return result;
 }
 

@@ -178,12 +178,20 @@ struct replica_group_result {
   bool written = false;
 };
 
+/// The version a replica holds of each session, as its only writer last
+/// wrote or read it (replica_apply_group).
+using known_versions = std::unordered_map<std::string, session_version>;
+
 /// Group commit of deltas, each checked (ballot, generation, base
 /// version) against what the replica holds or an earlier delta of the same
-/// session in the group; the applied ones form one WriteBatch.
+/// session in the group; the applied ones form one WriteBatch. With
+/// `known`, a session found there is checked against it instead of a read,
+/// and what each session of the group holds after it is recorded there (a
+/// failed batch forgets its sessions).
 replica_group_result
 replica_apply_group(database& db, const std::vector<session_delta>& deltas,
-                    std::optional<durability> mode = std::nullopt);
+                    std::optional<durability> mode = std::nullopt,
+                    known_versions* known = nullptr);
 
 /// The ballot of a repair (anti-entropy, catch-up): it copies what some
 /// replica already holds, checked by content version alone.

@@ -341,6 +341,23 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     CAF_REQUIRE(!answered(self));
   }
 
+  /// Session `session`'s delta number `base_seq + 1` under `ballot`, made
+  /// on the version `base_ballot`.`base_seq` (0.0: nothing stored), with
+  /// blob "blob <base_seq + 1>".
+  static session_delta replica_delta(const std::string& session,
+                                     uint64_t ballot, uint64_t base_ballot,
+                                     uint64_t base_seq) {
+    session_delta delta;
+    delta.session = session;
+    delta.ballot = ballot;
+    delta.generation = 1;
+    delta.base_ballot = base_seq == 0 ? 0 : base_ballot;
+    delta.base_seq = base_seq;
+    delta.blob = "blob " + std::to_string(base_seq + 1);
+    delta.updates = {row("u" + std::to_string(base_seq + 1))};
+    return delta;
+  }
+
   /// Eight sessions' writes meet at one I/O actor as one group while
   /// `fault` is on: each fails, each session is failed and unflushed, and
   /// a `flushall` writes every one of them.
@@ -1402,6 +1419,56 @@ CAF_TEST(a failed WAL sync fails the replica deltas of every group it covered) {
   faults->clear();
   for (int i = 0; i < 4; ++i)
     CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
+}
+
+CAF_TEST(an I/O actor checks deltas against what it wrote until another request changes the session) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto io = actor_cast<session_replica_io_actor>(service.io.front());
+  auto write = [&](uint64_t ballot, uint64_t base_seq) {
+    self->request(io, infinite, replica_atom::value, write_atom::value,
+                  replica_delta("s", ballot, 7, base_seq));
+    sched.run();
+    return outcome_of(next_reply<replica_answer>(sys, self));
+  };
+  CAF_REQUIRE(write(7, 0) == replica_outcome::applied);
+  // Checked against the version the first delta left, remembered.
+  CAF_REQUIRE(write(7, 1) == replica_outcome::applied);
+  // A newer coordinator's promise reaches the replica: what the I/O actor
+  // remembered of s is stale, and the old coordinator's next delta, on the
+  // version it wrote last, is preempted.
+  self->request(io, infinite, replica_atom::value, prepare_atom::value,
+                std::string{"s"}, uint64_t{9});
+  sched.run();
+  CAF_REQUIRE(outcome_of(next_reply<replica_answer>(sys, self))
+              == replica_outcome::applied);
+  CAF_CHECK(write(7, 2) == replica_outcome::preempted);
+  CAF_CHECK_EQUAL(stored_blob("s"), "blob 2");
+}
+
+CAF_TEST(a delta retried after its group failed is checked against storage) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto io = actor_cast<session_replica_io_actor>(service.io.front());
+  auto write = [&](uint64_t base_seq) {
+    self->request(io, infinite, replica_atom::value, write_atom::value,
+                  replica_delta("s", 7, 7, base_seq));
+    sched.run();
+  };
+  write(0);
+  CAF_REQUIRE(outcome_of(next_reply<replica_answer>(sys, self))
+              == replica_outcome::applied);
+  faults->wal_append = true;
+  write(1);
+  faults->clear();
+  CAF_REQUIRE_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
+  // Storage holds the first delta only: the retry applies on it.
+  write(1);
+  CAF_CHECK(outcome_of(next_reply<replica_answer>(sys, self))
+            == replica_outcome::applied);
+  CAF_CHECK_EQUAL(stored_blob("s"), "blob 2");
 }
 
 CAF_TEST(a failed WAL sync fails the writes of every group it covered) {
