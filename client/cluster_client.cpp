@@ -599,18 +599,20 @@ void attempt_batch(client_pointer self, Atom atom,
 /// replicated); for a replicated key again to the next replica while it
 /// fails and the deadline allows; again under a newer list a refusal named.
 /// What a service issues (a ticket, a lease) is answered under the client's
-/// own number, remembering the node that issued it.
+/// own number, remembering the node that issued it. The request's values
+/// are shared by its attempts: each copies them once, into its message.
 template <class Output, class... Ts>
 void attempt_one(client_pointer self, routing_key key,
                  std::shared_ptr<const std::string> key_text,
                  caf::typed_response_promise<Output> promise,
-                 clock::time_point deadline, std::tuple<Ts...> xs) {
+                 clock::time_point deadline,
+                 std::shared_ptr<const std::tuple<Ts...>> xs) {
   key.value = *key_text;
   auto index = coordinator(self, replicas_of(self, key), clock::now());
   auto this_attempt = replicated(self, key) ? attempt_deadline(self, deadline)
                                             : deadline;
   std::apply(
-    [&](auto... args) {
+    [&](const auto&... args) {
       send_to<Output>(
         self, index, this_attempt,
         [self, index, promise](Output& answer) mutable {
@@ -629,9 +631,15 @@ void attempt_one(client_pointer self, routing_key key,
           else
             promise.deliver(err);
         },
-        std::move(args)...);
+        args...);
     },
-    xs);
+    *xs);
+}
+
+/// The shared values of a request (`attempt_one`).
+template <class... Ts>
+std::shared_ptr<const std::tuple<Ts...>> shared_request(Ts&&... xs) {
+  return std::make_shared<const std::tuple<Ts...>>(std::move(xs)...);
 }
 
 /// A request naming one key (`attempt_one`).
@@ -641,7 +649,7 @@ caf::result<Output> to_owner(client_pointer self, const routing_key& key,
   auto promise = self->make_response_promise<Output>();
   auto text = std::make_shared<const std::string>(key.value);
   attempt_one<Output>(self, key, text, promise, deadline_of(self),
-                      std::make_tuple(atom, std::move(args)...));
+                      shared_request(std::move(atom), std::move(args)...));
   return promise;
 }
 
@@ -711,8 +719,10 @@ void stamp_captures(client_pointer self, secret_entry& x) {
 }
 
 void stamp_captures(client_pointer self, std::vector<secret_entry>& xs) {
+  auto now = capture_clock::now_us();
   for (auto& x : xs)
-    stamp_captures(self, x);
+    if (x.stamp == 0)
+      x.stamp = self->state.stamps.next(capture_clock::client_source, now);
 }
 
 /// A request of a service, by the rule its descriptor gives it
@@ -732,7 +742,7 @@ caf::result<Output> route(output<Output>, client_pointer self, Atom atom,
       attempt_one<Output>(self, routing_key{key_kind::chat, ""},
                           std::make_shared<const std::string>(), promise,
                           deadline_of(self),
-                          std::make_tuple(atom, std::move(args)...));
+                          shared_request(std::move(atom), std::move(args)...));
       return promise;
     }
   }

@@ -27,7 +27,13 @@ public:
 
   /// A stamp later than every earlier one of this clock.
   uint64_t next(uint64_t source) {
-    last_us_ = std::max(now_us(), last_us_ + 1);
+    return next(source, now_us());
+  }
+
+  /// The same with the wall clock read once for a whole batch (`now_us`):
+  /// its stamps still rise one by one.
+  uint64_t next(uint64_t source, uint64_t now) {
+    last_us_ = std::max(now, last_us_ + 1);
     return (last_us_ << source_bits) | (source & client_source);
   }
 

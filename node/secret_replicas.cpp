@@ -486,12 +486,13 @@ caf::result<ok_atom> replicate(replicas_pointer self,
   // A capture the client stamped keeps its stamp, so that a retry of it
   // through another coordinator, or a copy that waited in a hung one, never
   // overtakes a later capture; a stamp from a clock far ahead is replaced.
-  auto latest_accepted = (capture_clock::now_us() + stamp_skew_limit_us)
+  auto now = capture_clock::now_us();
+  auto latest_accepted = (now + stamp_skew_limit_us)
                          << capture_clock::source_bits;
+  auto source = self->state.settings.map.id_of(self->state.settings.self);
   for (auto& entry : entries) {
     if (entry.stamp == 0 || entry.stamp > latest_accepted)
-      entry.stamp = self->state.stamps.next(
-        self->state.settings.map.id_of(self->state.settings.self));
+      entry.stamp = self->state.stamps.next(source, now);
     entry.ts_stamp = entry.message_ts != 0 ? entry.stamp : 0;
   }
   auto promise = self->make_response_promise<ok_atom>();

@@ -68,18 +68,32 @@ public:
 
 } // namespace
 
-std::string invalid_secret_key(const secret_key& key) {
-  if (key.chat.empty())
+namespace {
+
+/// Why a key made of these parts names nothing; empty when it is valid.
+/// Taking the parts, not a `secret_key`, spares an entry's check (twice per
+/// row queued) copying them.
+std::string invalid_key_parts(const std::string& chat,
+                              const std::string& sender,
+                              const std::string& msg_id) {
+  if (chat.empty())
     return "the chat is empty";
-  if (key.sender.empty())
+  if (sender.empty())
     return "the sender is empty";
-  if (key.msg_id.empty())
+  if (msg_id.empty())
     return "the msg_id is empty";
   return {};
 }
 
+} // namespace
+
+std::string invalid_secret_key(const secret_key& key) {
+  return invalid_key_parts(key.chat, key.sender, key.msg_id);
+}
+
 std::string invalid_secret_entry(const secret_entry& entry) {
-  if (auto what = invalid_secret_key(entry.key()); !what.empty())
+  if (auto what = invalid_key_parts(entry.chat, entry.sender, entry.msg_id);
+      !what.empty())
     return what;
   if (entry.secret.size() != secret_size)
     return "the secret must be " + std::to_string(secret_size) + " bytes, got "
