@@ -193,14 +193,16 @@ void connect(client_pointer self, std::size_t index, caf::timespan budget) {
       });
 }
 
-/// Runs `then` once node `index` is connected (at once if it is), or with
-/// the error that stopped the connection.
+/// Runs `then` once node `index` is connected (at once if it is, without
+/// wrapping it in a `link_waiter`), or with the error that stopped the
+/// connection.
+template <class Then>
 void with_node(client_pointer self, std::size_t index,
-               clock::time_point deadline, link_waiter then) {
+               clock::time_point deadline, Then&& then) {
   auto& link = self->state.links[index];
   if (link.handle)
     return then(caf::error{});
-  link.waiting.push_back(std::move(then));
+  link.waiting.emplace_back(std::forward<Then>(then));
   if (!link.connecting)
     connect(self, index, remaining(deadline));
 }
