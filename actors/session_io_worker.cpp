@@ -226,6 +226,33 @@ void count_batch(io_pointer self) {
 
 void request_sync(io_pointer self, std::vector<std::string> sessions);
 
+/// Counts a group of `size` writes or deltas just written (`written`: its
+/// batch held any) and, under the pipelined sync, numbers it unless it
+/// failed. A group of one with nothing else waiting for a sync is synced
+/// here, so that no message to the syncer stands between it and its
+/// answer; `failure` takes that sync's error, and `first` (its session) is
+/// forgotten on one. Whether the group's answers go through the syncer.
+bool close_group(io_pointer self, bool written, std::size_t size,
+                 const std::string& first, caf::error& failure) {
+  auto& st = self->state;
+  auto pipelined = static_cast<bool>(st.syncer);
+  if (written) {
+    ++st.groups;
+    if (!pipelined)
+      count_batch(self);
+  }
+  if (!pipelined || failure)
+    return false;
+  ++st.last_group;
+  if (size > 1 || st.syncs_awaited > 0)
+    return true;
+  failure = guarded_sync(*st.db);
+  ++st.fsyncs;
+  if (failure)
+    forget(self, first);
+  return false;
+}
+
 /// Writes the pending replica deltas as one batch and answers each, with
 /// the pipelined sync as the writes are (commit_pending).
 void commit_pending_deltas(io_pointer self) {
@@ -249,23 +276,8 @@ void commit_pending_deltas(io_pointer self) {
       &st.known_versions);
     return result.failure;
   });
-  if (result.written) {
-    ++st.groups;
-    if (!pipelined)
-      count_batch(self);
-  }
-  auto delegated = false;
-  if (pipelined && !failure) {
-    ++st.last_group;
-    if (deltas.size() == 1 && st.syncs_awaited == 0) {
-      failure = guarded_sync(*st.db);
-      ++st.fsyncs;
-      if (failure)
-        forget(self, deltas.front().session);
-    } else {
-      delegated = true;
-    }
-  }
+  auto delegated = close_group(self, result.written, deltas.size(),
+                               deltas.front().session, failure);
   for (std::size_t i = 0; i < waiters.size(); ++i) {
     if (!failure) {
       const auto& delta = deltas[i];
@@ -414,34 +426,19 @@ void commit_pending(io_pointer self) {
       &st.known);
     return result.failure;
   });
-  if (result.written) {
-    ++st.groups;
-    if (!pipelined)
-      count_batch(self);
-  }
   result.refused.resize(writes.size());
-  if (pipelined && !failure) {
-    ++st.last_group;
-    // A write alone, with nothing else waiting for a sync, syncs here: no
-    // messages to the syncer stand between it and its answer.
-    if (writes.size() == 1 && st.syncs_awaited == 0) {
-      failure = guarded_sync(*st.db);
-      ++st.fsyncs;
-      if (failure)
-        forget(self, writes.front().session);
-    } else {
-      // Even a refusal waits: it was decided against writes not yet
-      // durable.
-      std::vector<std::string> sessions;
-      for (std::size_t i = 0; i < waiters.size(); ++i) {
-        if (auto promise = st.waiters.take(waiters[i]))
-          promise->delegate(st.syncer, sync_atom::value, st.last_group,
-                            std::move(result.refused[i]));
-        sessions.push_back(std::move(writes[i].session));
-      }
-      request_sync(self, std::move(sessions));
-      return;
+  if (close_group(self, result.written, writes.size(), writes.front().session,
+                  failure)) {
+    // Even a refusal waits: it was decided against writes not yet durable.
+    std::vector<std::string> sessions;
+    for (std::size_t i = 0; i < waiters.size(); ++i) {
+      if (auto promise = st.waiters.take(waiters[i]))
+        promise->delegate(st.syncer, sync_atom::value, st.last_group,
+                          std::move(result.refused[i]));
+      sessions.push_back(std::move(writes[i].session));
     }
+    request_sync(self, std::move(sessions));
+    return;
   }
   for (std::size_t i = 0; i < waiters.size(); ++i) {
     const caf::error* err = nullptr;
