@@ -70,6 +70,9 @@ struct persister_state {
   /// when its writer retires or dies; the next request about the session
   /// spawns a new one.
   std::unordered_map<std::string, writer_entry> writers;
+  /// The session of each writer in `writers`, by its address: a writer's
+  /// death (a down message) finds its entry through it.
+  std::unordered_map<caf::actor_addr, std::string> writer_sessions;
   /// The sessions whose writers are idle, the most recently idle first: the
   /// last one retires when there are more than `options.idle_writers`.
   std::list<std::string> idle_writers;
@@ -301,6 +304,8 @@ writer_entry& writer_for(persister_pointer self, const std::string& session,
   if (i == st.writers.end()) {
     auto writer = spawn_session_writer(self, session, io_for(self, session),
                                        st.options);
+    st.writer_sessions.emplace(caf::actor_cast<caf::actor_addr>(writer),
+                               session);
     i = st.writers.emplace(session, writer_entry{std::move(writer), 0, {}, {}})
           .first;
   } else {
@@ -728,6 +733,10 @@ void retire_longest_idle(persister_pointer self) {
   auto session = std::move(st.idle_writers.back());
   st.idle_writers.pop_back();
   auto i = st.writers.find(session);
+  // Forgotten first: its end needs no down message.
+  auto address = caf::actor_cast<caf::actor_addr>(i->second.writer);
+  self->demonitor(address);
+  st.writer_sessions.erase(address);
   self->send(i->second.writer, retire_atom::value);
   st.writers.erase(i);
   forget_if_idle(self, session);
@@ -832,24 +841,38 @@ void on_handle_down(persister_pointer self, const caf::actor_addr& handle) {
     forget_if_idle(self, session);
 }
 
+/// A writer ended without being retired: its entry goes, and the session's
+/// next request spawns a new writer. (Its parked requests were answered
+/// as it stopped.)
+void on_writer_down(persister_pointer self,
+                    std::unordered_map<caf::actor_addr, std::string>::iterator
+                      at,
+                    const caf::error& reason) {
+  auto& st = self->state;
+  auto session = std::move(at->second);
+  st.writer_sessions.erase(at);
+  if (reason)
+    spdlog::error("session persister: the writer of session {} died: {}",
+                  session, self->system().render(reason));
+  if (auto i = st.writers.find(session); i != st.writers.end()) {
+    wake(st, i->second); // off the idle list
+    st.writers.erase(i);
+  }
+  forget_if_idle(self, session);
+}
+
 void set_handlers(persister_pointer self) {
-  self->set_down_handler(
-    [self](caf::down_msg& msg) { on_handle_down(self, msg.source); });
-  self->set_exit_handler([self](caf::exit_msg& msg) {
-    for (auto i = self->state.writers.begin(); i != self->state.writers.end();
-         ++i)
-      if (caf::actor_cast<caf::actor_addr>(i->second.writer) == msg.source) {
-        if (msg.reason)
-          spdlog::error("session persister: the writer of session {} died: {}",
-                        i->first, self->system().render(msg.reason));
-        auto session = i->first;
-        wake(self->state, i->second); // off the idle list
-        self->state.writers.erase(i);
-        forget_if_idle(self, session);
-        return;
-      }
-    if (msg.reason)
-      self->quit(msg.reason);
+  // Writers are monitored, not linked: their addresses reach handles and
+  // clients (as the sender of snapshot requests and answers), and an exit
+  // with exit_reason::kill sent to one would take a linked persister with
+  // it (CAF 0.17 makes kill fatal along every link).
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& st = self->state;
+    if (auto i = st.writer_sessions.find(msg.source);
+        i != st.writer_sessions.end())
+      on_writer_down(self, i, msg.reason);
+    else
+      on_handle_down(self, msg.source);
   });
 }
 

@@ -348,8 +348,16 @@ session_writer(writer_pointer self, std::string session,
   st.persister = std::move(persister);
   st.io = std::move(io);
   st.options = options;
+  // The writer ends with its persister, as a link would end it; a monitor
+  // rather than a link, so that no exit sent to the writer reaches the
+  // persister (see session_persister.cpp, set_handlers).
+  self->monitor(st.persister);
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& st = self->state;
+    if (msg.source == caf::actor_cast<caf::actor_addr>(st.persister)) {
+      self->quit(msg.reason);
+      return;
+    }
     if (st.held_lease && st.lease_holders[*st.held_lease] == msg.source) {
       self->send(st.persister, release_atom::value, st.session,
                  session_lease{*st.held_lease});
@@ -388,12 +396,7 @@ session_writer(writer_pointer self, std::string session,
       ++self->state.received;
       writer_restand(self, refusal, source, generation, generation_known);
     },
-    [self](retire_atom) {
-      // Unlinked first: the persister forgot this writer already and needs
-      // no exit message.
-      self->unlink_from(self->state.persister);
-      self->quit();
-    },
+    [self](retire_atom) { self->quit(); },
   };
 }
 
@@ -403,10 +406,12 @@ session_writer_actor
 spawn_session_writer(session_persister_full_actor::pointer persister,
                      std::string session, session_io_actor io,
                      const session_persister_options& options) {
-  return persister->spawn<caf::linked>(
+  auto writer = persister->spawn(
     session_writer, std::move(session),
     caf::actor_cast<session_persister_full_actor>(persister), std::move(io),
     options);
+  persister->monitor(writer);
+  return writer;
 }
 
 } // namespace coalesce

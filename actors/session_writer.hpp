@@ -37,13 +37,15 @@
 /// Retirement and shutdown: idle (nothing queued, running, kept or held),
 /// it says so in its `written` and stops when the persister answers
 /// `retire`, which it does only when the writer received everything sent
-/// to it (see session_persister_protocol.hpp). It is linked to the
-/// persister, so a stop of the persister for any reason but `normal` stops
-/// it too; requests it parked are then answered with
-/// errc::stopped_before_answer.
+/// to it (see session_persister_protocol.hpp). The writer and the
+/// persister monitor each other (no link: an exit sent to a writer, whose
+/// address its handles and clients see, never reaches the persister): the
+/// writer stops when the persister does, answering the requests it parked
+/// with errc::stopped_before_answer, and the persister forgets a writer
+/// that died, whose session's next request spawns a new one.
 namespace coalesce {
 
-/// Spawns the writer of `session`, linked to `persister` (the calling
+/// Spawns the writer of `session`, monitored by `persister` (the calling
 /// actor), writing through `io`, the session's I/O actor.
 session_writer_actor
 spawn_session_writer(session_persister_full_actor::pointer persister,

@@ -54,6 +54,8 @@ struct handle_state {
     held;
   /// Every blob answered, in order.
   std::vector<std::string> served;
+  /// Who asked for each snapshot (the session's writers), in order.
+  std::vector<strong_actor_ptr> askers;
 };
 
 /// The handle plus the test's signal to answer the held requests.
@@ -79,6 +81,7 @@ test_handle(test_handle_actor::stateful_pointer<handle_state> self,
     },
     [self](snapshot_atom) -> result<std::string> {
       auto& st = self->state;
+      st.askers.push_back(self->current_sender());
       if (!st.holding) {
         st.served.push_back(st.blob);
         return st.blob;
@@ -1178,6 +1181,30 @@ CAF_TEST(idle writers stay warm up to the limit and the rest retire) {
   CAF_CHECK_EQUAL(sys.registry().running(), running + 2);
 }
 
+CAF_TEST(an idle writer killed through its address is dropped and the next persist starts a new one) {
+  // The handle sees its writer's address (the sender of the snapshot
+  // request) and kills it: exit_reason::kill, which CAF 0.17 passes along
+  // every link, must not reach the persister.
+  start();
+  auto h = spawn_handle("b1");
+  register_handle("s", h);
+  persist("s", h, {row("u1")});
+  CAF_REQUIRE_EQUAL(state_of(h).askers.size(), 1u);
+  CAF_REQUIRE_EQUAL(stats().idle_writers, 1u);
+  auto writer = actor_cast<actor>(state_of(h).askers.front());
+  anon_send_exit(writer, exit_reason::kill);
+  sched.run();
+  auto after = stats();
+  CAF_CHECK_EQUAL(after.idle_writers, 0u);
+  CAF_CHECK_EQUAL(after.active_writers, 0u);
+  set_blob(h, "b2");
+  persist("s", h, {row("u2")});
+  CAF_CHECK_EQUAL(stored_blob("s"), "b2");
+  CAF_CHECK_EQUAL(stored_rows("s"), (ids{"u1", "u2"}));
+  CAF_REQUIRE_EQUAL(state_of(h).askers.size(), 2u);
+  CAF_CHECK_NOT_EQUAL(state_of(h).askers.back(), state_of(h).askers.front());
+}
+
 CAF_TEST(the writer idle longest is the one that retires) {
   session_persister_options options = two_io_actors();
   options.idle_writers = 2;
@@ -1469,6 +1496,34 @@ CAF_TEST(a delta retried after its group failed is checked against storage) {
   CAF_CHECK(outcome_of(next_reply<replica_answer>(sys, self))
             == replica_outcome::applied);
   CAF_CHECK_EQUAL(stored_blob("s"), "blob 2");
+}
+
+CAF_TEST(a WAL syncer that dies before its sync answers the writes and the read waiting for it) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  write_two_groups_before_the_syncer_runs();
+  auto io = actor_cast<session_replica_io_actor>(service.io.front());
+  auto* raw_io = actor_cast<abstract_actor*>(io);
+  scoped_actor reader{sys};
+  reader->request(io, infinite, load_atom::value, std::string{"a"});
+  // The load reaches the I/O actor, which waits for the sync of the two
+  // groups before it reads: the syncer alone has work left.
+  sched.run_jobs_filtered([raw_io](resumable* job) {
+    return dynamic_cast<abstract_actor*>(job) == raw_io;
+  });
+  CAF_REQUIRE(!answered(reader));
+  auto* syncer = &sched.next_job<abstract_actor>();
+  CAF_REQUIRE(syncer != raw_io);
+  anon_send_exit(actor_cast<actor>(syncer), exit_reason::kill);
+  sched.run();
+  // Nothing was synced: the read and the four writes are answered that the
+  // service stopped, none waits for an answer that never comes.
+  CAF_CHECK_EQUAL(code_of(next_error(reader)),
+                  code(errc::stopped_before_answer));
+  for (int i = 0; i < 4; ++i)
+    CAF_CHECK_EQUAL(code_of(next_error(self)),
+                    code(errc::stopped_before_answer));
 }
 
 CAF_TEST(a failed WAL sync fails the writes of every group it covered) {
