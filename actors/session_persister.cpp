@@ -733,9 +733,12 @@ void retire_longest_idle(persister_pointer self) {
   auto session = std::move(st.idle_writers.back());
   st.idle_writers.pop_back();
   auto i = st.writers.find(session);
-  // Forgotten first: its end needs no down message.
+  // Forgotten first: its end needs no down message. Unless a client
+  // registered it as a handle: CAF 0.17's demonitor would drop that monitor
+  // too, and its down message is the handle's death.
   auto address = caf::actor_cast<caf::actor_addr>(i->second.writer);
-  self->demonitor(address);
+  if (!st.handles.watching(address))
+    self->demonitor(address);
   st.writer_sessions.erase(address);
   self->send(i->second.writer, retire_atom::value);
   st.writers.erase(i);

@@ -1205,6 +1205,30 @@ CAF_TEST(an idle writer killed through its address is dropped and the next persi
   CAF_CHECK_NOT_EQUAL(state_of(h).askers.back(), state_of(h).askers.front());
 }
 
+CAF_TEST(a writer registered as a session handle stays watched as a handle after it retires) {
+  // A client can learn a writer's address and register it as a handle:
+  // retiring the writer must not drop the persister's watch of that handle
+  // (CAF 0.17's demonitor drops every monitor of an address), whose death
+  // ends the tombstone of the session it was registered for.
+  auto options = two_io_actors();
+  options.idle_writers = 0; // a writer retires once idle
+  start(options);
+  auto h = spawn_handle("b");
+  register_handle("s", h);
+  hold_a_write(self, "s", h, {row("u1")});
+  CAF_REQUIRE_EQUAL(state_of(h).askers.size(), 1u);
+  auto writer = actor_cast<session_handle_actor>(state_of(h).askers.front());
+  register_handle("t", writer);
+  CAF_REQUIRE(ask<ok_atom>(delete_atom::value, std::string{"t"})
+              == ok_atom::value);
+  CAF_REQUIRE(generation_in_storage("t").has_value()); // fences the writer
+  release_held(h);
+  sched.run(); // s's write lands, its writer goes idle and retires
+  CAF_REQUIRE(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_REQUIRE_EQUAL(stats().active_writers + stats().idle_writers, 0u);
+  CAF_CHECK(!generation_in_storage("t").has_value());
+}
+
 CAF_TEST(the writer idle longest is the one that retires) {
   session_persister_options options = two_io_actors();
   options.idle_writers = 2;
