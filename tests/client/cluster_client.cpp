@@ -120,13 +120,24 @@ struct member {
   }
 };
 
-uint16_t free_port(actor_system& sys) {
-  auto probe = sys.spawn([] { return behavior{[](int) {}}; });
-  auto port = sys.middleman().publish(probe, 0, "127.0.0.1", true);
-  CAF_REQUIRE(port);
-  static_cast<void>(sys.middleman().unpublish(probe, *port));
-  anon_send_exit(probe, exit_reason::user_shutdown);
-  return *port;
+/// `count` distinct ports nothing listens on right now. Each probe stays
+/// published until every port is chosen: one at a time, the kernel may hand
+/// out a port it just had back (two nodes on one port).
+std::vector<uint16_t> free_ports(actor_system& sys, std::size_t count) {
+  std::vector<std::pair<actor, uint16_t>> probes;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto probe = sys.spawn([] { return behavior{[](int) {}}; });
+    auto port = sys.middleman().publish(probe, 0, "127.0.0.1", true);
+    CAF_REQUIRE(port);
+    probes.emplace_back(probe, *port);
+  }
+  std::vector<uint16_t> result;
+  for (auto& [probe, port] : probes) {
+    static_cast<void>(sys.middleman().unpublish(probe, port));
+    anon_send_exit(probe, exit_reason::user_shutdown);
+    result.push_back(port);
+  }
+  return result;
 }
 
 struct cluster_fixture {
@@ -140,9 +151,10 @@ struct cluster_fixture {
   node_actor client;
 
   cluster_fixture() {
+    auto ports = free_ports(client_sys, members.size());
     for (std::size_t i = 0; i < members.size(); ++i) {
       members[i].db_path = dir.sub("n" + std::to_string(i));
-      members[i].port = free_port(client_sys);
+      members[i].port = ports[i];
       cluster.cluster.push_back("127.0.0.1:"
                                 + std::to_string(members[i].port));
     }
@@ -422,11 +434,11 @@ CAF_TEST(a cluster client of replicated nodes stamps each capture once) {
   std::vector<actor> recorders;
   std::vector<node_actor> gateways;
   std::vector<node_endpoint> nodes;
-  for (int i = 0; i < 3; ++i) {
+  for (auto port : free_ports(sys, 3)) {
     seen.push_back(std::make_shared<std::vector<secret_entry>>());
     // Decided below, once the chat's first replica is known.
     recorders.push_back(actor{});
-    nodes.push_back({"127.0.0.1", free_port(sys)});
+    nodes.push_back({"127.0.0.1", port});
   }
   cluster_map map{nodes};
   auto order = map.replica_indices({key_kind::chat, "g@g.us"}, 3);
@@ -498,8 +510,8 @@ CAF_TEST(a room whose first replica catches up is served by the next) {
   io_config cfg;
   actor_system sys{cfg};
   std::vector<node_endpoint> nodes;
-  for (int i = 0; i < 3; ++i)
-    nodes.push_back({"127.0.0.1", free_port(sys)});
+  for (auto port : free_ports(sys, 3))
+    nodes.push_back({"127.0.0.1", port});
   cluster_map map{nodes};
   std::string room = "!catching:x";
   auto order = map.replica_indices({key_kind::room, room}, 3);
