@@ -580,8 +580,8 @@ CAF_TEST(a_replica_that_learned_of_another_list_refuses_an_append_counted_withou
   CAF_CHECK(view->others[0].nodes() == grown.nodes());
   CAF_REQUIRE(append_at(n2, room, events("c", 1)));
   // Answered once a majority holds the log that goes on from a0 to c0;
-  // the third replica may take it after the answer (node 1 was seen
-  // holding b0 alone then, the round's repair ahead of its append).
+  // the third replica may take c0 after the answer (node 1 was seen with
+  // b0 as its last event then: the round's repair came ahead of c0).
   std::size_t holding = 0;
   for (std::size_t i = 0; i < 3; ++i) {
     auto held = ids_at(i, room);
