@@ -14,13 +14,15 @@ sync_rounds::sync_rounds(std::string kind, std::string unit,
                          std::shared_ptr<peer_counters> counters,
                          exchange_fn exchange,
                          std::function<std::string(std::size_t)> name_of,
-                         std::function<std::string(const caf::error&)> render)
+                         std::function<std::string(const caf::error&)> render,
+                         std::function<void(std::size_t)> completed)
   : kind_(std::move(kind)),
     unit_(std::move(unit)),
     counters_(std::move(counters)),
     exchange_(std::move(exchange)),
     name_of_(std::move(name_of)),
-    render_(std::move(render)) {
+    render_(std::move(render)),
+    completed_(std::move(completed)) {
   // nop
 }
 
@@ -99,6 +101,8 @@ void sync_rounds::finish(std::size_t peer, caf::expected<uint64_t> repaired) {
     if (failing_.erase(peer) > 0 || *repaired > 0)
       spdlog::info("{}: compared with peer {}: {} {} repaired", kind_, where,
                    *repaired, unit_);
+    if (completed_)
+      completed_(peer);
     if (catching_up_) {
       caught_up_repaired_ += *repaired;
       missing_.erase(peer);

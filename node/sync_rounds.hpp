@@ -83,6 +83,10 @@ struct repair_settings {
   /// Whether the repaired data was empty at start (a new or wiped
   /// directory): the catch-up is then logged as a refill.
   bool started_empty = false;
+  /// Called in the repair actor after every exchange with a peer that
+  /// completed (and was counted in `counters`), with the peer's index: what
+  /// a test waits on for a number of exchanges. Empty: nothing is called.
+  std::function<void(std::size_t)> exchange_completed = nullptr;
 };
 
 /// The stamp of a repair's request to a peer's replicas: the lists this
@@ -99,11 +103,13 @@ public:
   using exchange_fn = std::function<void(std::size_t peer, report_fn done)>;
 
   /// `kind` names the repaired data in the log ("secrets"), `unit` what
-  /// is counted ("keys"); `name_of` a peer's address, `render` an error.
+  /// is counted ("keys"); `name_of` a peer's address, `render` an error;
+  /// `completed` (may be empty) is called after each completed exchange.
   sync_rounds(std::string kind, std::string unit,
               std::shared_ptr<peer_counters> counters, exchange_fn exchange,
               std::function<std::string(std::size_t)> name_of,
-              std::function<std::string(const caf::error&)> render);
+              std::function<std::string(const caf::error&)> render,
+              std::function<void(std::size_t)> completed = nullptr);
 
   /// Starts catching up from `peers`: `caught_up(repaired, took)` runs
   /// once an exchange with each completed, `passes` times over (each pass
@@ -143,6 +149,7 @@ private:
   exchange_fn exchange_;
   std::function<std::string(std::size_t)> name_of_;
   std::function<std::string(const caf::error&)> render_;
+  std::function<void(std::size_t)> completed_;
   /// Peers not yet caught up from in this pass (empty once caught up).
   std::set<std::size_t> missing_;
   /// Every peer of the catch-up, and the passes left after this one.
@@ -328,7 +335,8 @@ void start_repair(Self* self, std::shared_ptr<storage::database> db,
     [self](std::size_t peer) {
       return self->state.settings.map.nodes()[peer].text();
     },
-    [self](const caf::error& err) { return self->system().render(err); });
+    [self](const caf::error& err) { return self->system().render(err); },
+    st.settings.exchange_completed);
   auto set_catching_up = [self](bool value) {
     if (self->state.settings.catching_up)
       self->state.settings.catching_up->store(value);

@@ -2,11 +2,12 @@
 #include <caf/test/unit_test.hpp>
 
 #include <algorithm>
-#include <thread>
 #include <array>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -368,7 +369,9 @@ struct fixture {
                              std::size_t self = 0,
                              std::size_t replica_count = 3,
                              std::shared_ptr<serving_lists> lists = nullptr,
-                             bool list_changed = false) {
+                             bool list_changed = false,
+                             std::function<void(std::size_t)>
+                               exchange_completed = nullptr) {
     repair_settings settings{list ? *list : map,
                                    list ? self : i,
                                    replica_count,
@@ -381,6 +384,7 @@ struct fixture {
                                    list_changed,
                                    std::move(lists),
                                    list_changed ? 2 : 1};
+    settings.exchange_completed = std::move(exchange_completed);
     auto result = spawn_session_sync(sys, replicas[i].services->database(),
                                      replicas[i].io, caught_up, settings);
     repairs.push_back(result);
@@ -1331,17 +1335,22 @@ CAF_TEST(a joining nodes second pass finds a write its peers took meanwhile) {
   CAF_REQUIRE(register_at(before, session, h));
   CAF_REQUIRE(persist_at(before, session, h, "v1", {row("a", 1)}));
   scoped_actor waiter{sys};
-  auto rounds_before = counters->sync_rounds.load();
+  // Told the peer of each exchange the joiner completes.
+  scoped_actor exchanges{sys};
   // Two passes, as node.cpp gives a node starting under its first list.
   auto repair = sync_of(3, true, actor_cast<actor>(waiter), grown, 3, 3,
-                        nullptr, true);
+                        nullptr, true,
+                        [to = actor_cast<actor>(exchanges)](std::size_t peer) {
+                          anon_send(to, static_cast<uint64_t>(peer));
+                        });
   anon_send(repair, peer_up_atom::value, uint64_t{1}, replicas[1].gateway);
   anon_send(repair, peer_up_atom::value, uint64_t{2}, replicas[2].gateway);
-  auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (counters->sync_rounds.load() - rounds_before < 2) {
-    CAF_REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(5ms);
-  }
+  std::set<uint64_t> compared;
+  while (compared.size() < 2)
+    exchanges->receive(
+      [&](uint64_t peer) { compared.insert(peer); },
+      after(30s) >> [] { CAF_FAIL("no exchange with nodes 1 and 2 in 30 s"); });
+  CAF_REQUIRE(compared == (std::set<uint64_t>{1, 2}));
   auto unaware = node(1, {silent(), node_actor{}, node_actor{}});
   auto later = handle();
   CAF_REQUIRE(register_at(unaware, session, later));
