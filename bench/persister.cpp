@@ -20,7 +20,11 @@
 // - limit: the same session writes from one thread straight into RocksDB in
 //   groups of 64 without fsync, the CPU ceiling of WAL and memtable for this
 //   payload (`vs_limit`); measured before the two designs and after them,
-//   the mean of the two the ceiling.
+//   the mean of the two the ceiling;
+// - durable limit: limit's writes with a second thread syncing the WAL
+//   behind them, the writer never waiting (`vs_durable_limit`): the
+//   ceiling of any design that syncs while it writes (limit's WAL stays in
+//   the page cache; this one goes to the disk within the time box).
 // Each phase prints its CPU time per operation. The actor system runs
 // cores - 1 CAF workers (`caf_workers`), the I/O actor's thread a core of
 // its own. The fsync rate of a shared disk swings within minutes: only the
@@ -29,12 +33,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -139,34 +145,96 @@ double measure_naive(const bench_config& cfg) {
 }
 
 /// A rate and what it cost: the process's CPU time per operation (every
-/// thread, RocksDB's background work included).
+/// thread, RocksDB's background work included), and the WAL syncs per
+/// second it ran (where a phase counts them).
 struct rate {
   double per_s = 0;
   double cpu_us_per_op = 0;
+  double syncs_per_s = 0;
+};
+
+/// `limit`'s writes: groups of 64 session writes of random sessions, one
+/// new row each, one WriteBatch without fsync per group.
+struct limit_groups {
+  std::mt19937_64 rng{11};
+  std::string blob = std::string(blob_size, 'b');
+  /// Like the persister's I/O actor, it keeps the generations it wrote.
+  storage::known_generations known;
+  uint64_t writes = 0;
+
+  void write_one(storage::database& db, std::size_t sessions,
+                 const char* what) {
+    constexpr std::size_t group_size = 64;
+    std::vector<storage::session_write> group;
+    for (std::size_t i = 0; i < group_size; ++i, ++writes)
+      group.push_back({session_name(rng() % sessions), blob,
+                       {new_row(writes)}, {}});
+    check(storage::save_session_group(db, group,
+                                      storage::durability::buffered, &known)
+            .failure,
+          what);
+  }
 };
 
 rate measure_limit(const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
-  std::mt19937_64 rng{11};
-  std::string blob(blob_size, 'b');
-  constexpr std::size_t group_size = 64;
-  storage::known_generations known;
+  limit_groups groups;
   auto start = clock_type::now();
   auto cpu_before = bench::own_cpu_seconds();
-  uint64_t writes = 0;
+  while (seconds_since(start) < cfg.seconds)
+    groups.write_one(*fresh.db, cfg.sessions, "limit");
+  return {groups.writes / seconds_since(start),
+          (bench::own_cpu_seconds() - cpu_before) * 1e6 / groups.writes};
+}
+
+/// `limit` made durable: the same thread writes the same groups without
+/// fsync while a second thread syncs the WAL whenever a group was written
+/// since its last sync (what the I/O actor's syncer does), and the writer
+/// never waits for a sync. The ceiling of any design that syncs the WAL
+/// while it writes: here the WAL goes to the disk within the time box; in
+/// `limit` it stays in the page cache.
+rate measure_durable_limit(const bench_config& cfg) {
+  fresh_db fresh{cfg.dir};
+  limit_groups groups;
+  std::mutex mtx;
+  std::condition_variable written_cv;
+  uint64_t groups_written = 0;
+  bool stop = false;
+  uint64_t syncs = 0;
+  std::thread syncer{[&] {
+    uint64_t synced = 0;
+    std::unique_lock<std::mutex> guard{mtx};
+    for (;;) {
+      written_cv.wait(guard, [&] { return stop || groups_written > synced; });
+      if (stop)
+        return;
+      synced = groups_written;
+      guard.unlock();
+      check(fresh.db->sync_wal(), "durable limit's sync");
+      guard.lock();
+      ++syncs;
+    }
+  }};
+  auto start = clock_type::now();
+  auto cpu_before = bench::own_cpu_seconds();
   while (seconds_since(start) < cfg.seconds) {
-    std::vector<storage::session_write> group;
-    for (std::size_t i = 0; i < group_size; ++i, ++writes)
-      group.push_back({session_name(rng() % cfg.sessions), blob,
-                       {new_row(writes)}, {}});
-    // Like the persister's I/O actor, it keeps the generations it wrote.
-    auto done = storage::save_session_group(*fresh.db, group,
-                                            storage::durability::buffered,
-                                            &known);
-    check(done.failure, "limit");
+    groups.write_one(*fresh.db, cfg.sessions, "durable limit");
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      ++groups_written;
+    }
+    written_cv.notify_one();
   }
-  return {writes / seconds_since(start),
-          (bench::own_cpu_seconds() - cpu_before) * 1e6 / writes};
+  auto elapsed = seconds_since(start);
+  auto cpu = bench::own_cpu_seconds() - cpu_before;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    stop = true;
+  }
+  written_cv.notify_one();
+  syncer.join();
+  return {groups.writes / elapsed, cpu * 1e6 / groups.writes,
+          syncs / elapsed};
 }
 
 /// A live session: answers every snapshot with its 4 KiB blob.
@@ -426,6 +494,11 @@ int main(int argc, char** argv) {
   std::printf("straight to an I/O actor: %.0f writes/s (the same clients, "
               "no persister, no writers), %.1f us CPU each\n",
               straight.per_s, straight.cpu_us_per_op);
+  auto durable = measure_durable_limit(cfg);
+  std::printf("durable limit: %.0f session writes/s (the limit's writes, a "
+              "second thread syncing the WAL behind them, %.0f syncs/s), "
+              "%.1f us CPU each\n",
+              durable.per_s, durable.syncs_per_s, durable.cpu_us_per_op);
   auto ours = measure_coalesce(sys, cfg);
   auto limit_after = measure_limit(cfg);
   std::printf("limit again: %.0f session writes/s, %.1f us CPU each\n",
@@ -467,6 +540,11 @@ int main(int argc, char** argv) {
      {std::round(limit_before.per_s), std::round(limit_after.per_s)}},
     {"limit_cpu_us_per_write", round1(limit.cpu_us_per_op)},
     {"vs_limit", round2(ours.persists_per_s / limit.per_s)},
+    {"durable_limit_writes_per_s", std::round(durable.per_s)},
+    {"durable_limit_cpu_us_per_write", round1(durable.cpu_us_per_op)},
+    {"durable_limit_syncs_per_s", std::round(durable.syncs_per_s)},
+    {"durable_limit_vs_limit", round2(durable.per_s / limit.per_s)},
+    {"vs_durable_limit", round2(ours.persists_per_s / durable.per_s)},
     {"straight_to_io_writes_per_s", std::round(straight.per_s)},
     {"straight_to_io_cpu_us_per_write", round1(straight.cpu_us_per_op)},
     {"straight_to_io_vs_limit", round2(straight.per_s / limit.per_s)},
