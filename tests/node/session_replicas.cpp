@@ -362,7 +362,9 @@ struct fixture {
   /// Under `list` when given, as its node `self` with keys of
   /// `replica_count` replicas; it drops keys it holds for others only as
   /// `lists` allows (null: never); `list_changed` for a node that
-  /// restarted under another list (its catch-up makes two passes).
+  /// restarted under another list (its catch-up makes two passes);
+  /// `exchange_completed` is called with the peer of each exchange that
+  /// completed.
   session_sync_actor sync_of(std::size_t i, bool catch_up,
                              actor caught_up = {},
                              std::optional<cluster_map> list = {},
