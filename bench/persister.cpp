@@ -24,7 +24,12 @@
 // - durable limit: limit's writes with a second thread syncing the WAL
 //   behind them, the writer never waiting (`vs_durable_limit`): the
 //   ceiling of any design that syncs while it writes (limit's WAL stays in
-//   the page cache; this one goes to the disk within the time box).
+//   the page cache; this one goes to the disk within the time box);
+// - gathered: the same clients hand their writes to one actor that keeps
+//   their promises, a thread writes whatever was handed over as one group,
+//   a second thread syncs behind it and answers with one message per sync:
+//   the ceiling of a design that hands the I/O actor whole groups
+//   (`gathered_vs_limit`), no message per write on the writer's thread.
 // Each phase prints its CPU time per operation. The actor system runs
 // cores - 1 CAF workers (`caf_workers`), the I/O actor's thread a core of
 // its own. The fsync rate of a shared disk swings within minutes: only the
@@ -35,6 +40,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -369,6 +375,152 @@ rate measure_straight_to_io(caf::actor_system& sys, const bench_config& cfg) {
   return {latencies.size() / elapsed, cpu * 1e6 / latencies.size()};
 }
 
+
+/// `gathered`: the state one scheduled actor (the gatherer) shares with a
+/// writer thread and a syncer thread. The gatherer queues each client's
+/// write here under `queue_mtx`; the writer takes the whole queue as one
+/// group and tells the syncer under `sync_mtx` which write it wrote last.
+struct gathered_shared {
+  std::mutex queue_mtx;
+  std::condition_variable queued_cv;
+  std::vector<storage::session_write> queued;
+  /// The number of the last write queued.
+  uint64_t last_queued = 0;
+  bool stop_writer = false;
+  std::mutex sync_mtx;
+  std::condition_variable written_cv;
+  /// The number of the last write written, not yet synced perhaps.
+  uint64_t last_written = 0;
+  bool stop_syncer = false;
+};
+
+/// The gatherer: holds each client's promise until the sync that covers its
+/// write reports with one message.
+using gatherer_actor = caf::typed_actor<
+  caf::replies_to<write_atom, storage::session_write>::with<ok_atom>,
+  caf::reacts_to<sync_atom, uint64_t>>;
+
+struct gatherer_state {
+  uint64_t last_write = 0;
+  std::deque<std::pair<uint64_t, caf::typed_response_promise<ok_atom>>>
+    waiting;
+};
+
+gatherer_actor::behavior_type
+gatherer(gatherer_actor::stateful_pointer<gatherer_state> self,
+         std::shared_ptr<gathered_shared> shared) {
+  return {
+    [self, shared](write_atom, storage::session_write& write) {
+      auto promise = self->make_response_promise<ok_atom>();
+      auto number = ++self->state.last_write;
+      self->state.waiting.emplace_back(number, promise);
+      bool was_empty = false;
+      {
+        std::lock_guard<std::mutex> guard{shared->queue_mtx};
+        was_empty = shared->queued.empty();
+        shared->queued.push_back(std::move(write));
+        shared->last_queued = number;
+      }
+      if (was_empty)
+        shared->queued_cv.notify_one();
+      return promise;
+    },
+    [self](sync_atom, uint64_t last_synced) {
+      auto& waiting = self->state.waiting;
+      while (!waiting.empty() && waiting.front().first <= last_synced) {
+        waiting.front().second.deliver(ok_atom::value);
+        waiting.pop_front();
+      }
+    },
+  };
+}
+
+/// The ceiling of a design that hands its writer whole groups: the same
+/// clients send each write to one scheduled actor, which keeps their
+/// promises and queues the writes for a writer thread; the writer writes
+/// everything queued as one group without fsync, a syncer thread syncs the
+/// WAL behind it, and one message per sync answers the writes it covered.
+/// So the writer's thread takes no message per write, and CAF's worker two
+/// (the write and its answer) besides the clients'.
+rate measure_gathered(caf::actor_system& sys, const bench_config& cfg) {
+  fresh_db fresh{cfg.dir};
+  auto shared = std::make_shared<gathered_shared>();
+  auto gather = sys.spawn(gatherer, shared);
+  std::thread writer{[&] {
+    storage::known_generations known;
+    std::vector<storage::session_write> group;
+    for (;;) {
+      uint64_t last = 0;
+      {
+        std::unique_lock<std::mutex> guard{shared->queue_mtx};
+        shared->queued_cv.wait(
+          guard,
+          [&] { return shared->stop_writer || !shared->queued.empty(); });
+        if (shared->stop_writer)
+          return;
+        group.swap(shared->queued);
+        last = shared->last_queued;
+      }
+      check(storage::save_session_group(*fresh.db, group,
+                                        storage::durability::buffered, &known)
+              .failure,
+            "gathered");
+      group.clear();
+      {
+        std::lock_guard<std::mutex> guard{shared->sync_mtx};
+        shared->last_written = last;
+      }
+      shared->written_cv.notify_one();
+    }
+  }};
+  uint64_t syncs = 0;
+  std::thread syncer{[&] {
+    uint64_t synced = 0;
+    std::unique_lock<std::mutex> guard{shared->sync_mtx};
+    for (;;) {
+      shared->written_cv.wait(guard, [&] {
+        return shared->stop_syncer || shared->last_written > synced;
+      });
+      if (shared->stop_syncer)
+        return;
+      synced = shared->last_written;
+      guard.unlock();
+      check(fresh.db->sync_wal(), "gathered's sync");
+      caf::anon_send(gather, sync_atom::value, synced);
+      guard.lock();
+      ++syncs;
+    }
+  }};
+  send_persist send = [gather](caf::event_based_actor* self, std::size_t i,
+                               session_update row,
+                               std::function<void(caf::error)> done) {
+    storage::session_write write{session_name(i), std::string(blob_size, 'b'),
+                                 {std::move(row)}, {}, 0, true};
+    self->request(gather, caf::infinite, write_atom::value, std::move(write))
+      .then([done](ok_atom) { done(caf::none); },
+            [done](caf::error& err) { done(std::move(err)); });
+  };
+  auto cpu_before = bench::own_cpu_seconds();
+  auto [latencies, elapsed] = run_clients(sys, cfg, send);
+  auto cpu = bench::own_cpu_seconds() - cpu_before;
+  // Every client had its last write answered before it stopped.
+  {
+    std::lock_guard<std::mutex> guard{shared->queue_mtx};
+    shared->stop_writer = true;
+  }
+  {
+    std::lock_guard<std::mutex> guard{shared->sync_mtx};
+    shared->stop_syncer = true;
+  }
+  shared->queued_cv.notify_one();
+  shared->written_cv.notify_one();
+  writer.join();
+  syncer.join();
+  caf::anon_send_exit(gather, caf::exit_reason::user_shutdown);
+  return {latencies.size() / elapsed, cpu * 1e6 / latencies.size(),
+          syncs / elapsed};
+}
+
 struct coalesce_result {
   uint64_t requests = 0;
   double persists_per_s = 0;
@@ -494,6 +646,11 @@ int main(int argc, char** argv) {
   std::printf("straight to an I/O actor: %.0f writes/s (the same clients, "
               "no persister, no writers), %.1f us CPU each\n",
               straight.per_s, straight.cpu_us_per_op);
+  auto gathered = measure_gathered(sys, cfg);
+  std::printf("gathered: %.0f writes/s (the same clients handing their "
+              "writes to one actor, a thread writing them in groups, one "
+              "message per sync, %.0f syncs/s), %.1f us CPU each\n",
+              gathered.per_s, gathered.syncs_per_s, gathered.cpu_us_per_op);
   auto durable = measure_durable_limit(cfg);
   std::printf("durable limit: %.0f session writes/s (the limit's writes, a "
               "second thread syncing the WAL behind them, %.0f syncs/s), "
@@ -549,6 +706,10 @@ int main(int argc, char** argv) {
     {"straight_to_io_cpu_us_per_write", round1(straight.cpu_us_per_op)},
     {"straight_to_io_vs_limit", round2(straight.per_s / limit.per_s)},
     {"vs_straight_to_io", round2(ours.persists_per_s / straight.per_s)},
+    {"gathered_writes_per_s", std::round(gathered.per_s)},
+    {"gathered_cpu_us_per_write", round1(gathered.cpu_us_per_op)},
+    {"gathered_vs_limit", round2(gathered.per_s / limit.per_s)},
+    {"vs_gathered", round2(ours.persists_per_s / gathered.per_s)},
     {"caf_workers", caf::get_or(cfg, "scheduler.max-threads", size_t{0})},
   };
   std::cout << result.dump() << std::endl;
