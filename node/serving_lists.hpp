@@ -144,6 +144,14 @@ public:
     on_named_ = std::move(f);
   }
 
+  /// Calls `f` (not under the view's lock) after each end of an ask is
+  /// recorded (`peer_serves`, `peer_unanswered`, `peer_lost`): what waits
+  /// for the view to settle or to be fresh again waits on.
+  void on_heard(std::function<void()> f) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    on_heard_ = std::move(f);
+  }
+
   /// A replica refused a request because its coordinator did not count
   /// `lists` (each one's nodes, "host:port", in list order; none of them
   /// this node's own): its coordinators count them for `max_silence`
@@ -180,17 +188,20 @@ public:
   void peer_serves(std::size_t peer, std::vector<std::string> nodes,
                    bool other,
                    std::optional<clock::time_point> asked_at = std::nullopt) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    // A view made for fewer peers (`fixed`) follows none past them.
-    if (peer >= asked_.size())
-      return;
-    asked_[peer] = true;
-    heard(peer, asked_at);
-    if (other)
-      lists_[peer] = std::move(nodes);
-    else
-      lists_[peer].reset();
-    publish();
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      // A view made for fewer peers (`fixed`) follows none past them.
+      if (peer >= asked_.size())
+        return;
+      asked_[peer] = true;
+      heard(peer, asked_at);
+      if (other)
+        lists_[peer] = std::move(nodes);
+      else
+        lists_[peer].reset();
+      publish();
+    }
+    tell(on_heard_);
   }
 
   /// Peer `peer` could not be asked at `asked_at` (down, unreachable): it
@@ -199,21 +210,27 @@ public:
   void peer_unanswered(std::size_t peer,
                        std::optional<clock::time_point> asked_at
                        = std::nullopt) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (peer >= asked_.size())
-      return;
-    heard(peer, asked_at);
-    mark_asked(peer);
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (peer >= asked_.size())
+        return;
+      heard(peer, asked_at);
+      mark_asked(peer);
+    }
+    tell(on_heard_);
   }
 
   /// The connection to peer `peer` was lost: it counts as asked, but this
   /// tells nothing of when (a loss noticed on waking from a pause may be a
   /// restart under another list meanwhile): the view is no fresher.
   void peer_lost(std::size_t peer) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (peer >= asked_.size())
-      return;
-    mark_asked(peer);
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (peer >= asked_.size())
+        return;
+      mark_asked(peer);
+    }
+    tell(on_heard_);
   }
 
   /// This node was paused and woke at `at` (it was stopped and continued,
@@ -302,10 +319,16 @@ private:
   }
 
   void tell_named() {
+    tell(on_named_);
+  }
+
+  /// Calls the callback `which` (one of the `on_` members) outside the
+  /// lock, so that it may read the view.
+  void tell(const std::function<void()>& which) {
     std::function<void()> f;
     {
       std::lock_guard<std::mutex> guard{mtx_};
-      f = on_named_;
+      f = which;
     }
     if (f)
       f();
@@ -395,6 +418,7 @@ private:
   /// The lists replicas' refusals named, each with when one last did.
   std::vector<std::pair<std::vector<std::string>, clock::time_point>> named_;
   std::function<void()> on_named_;
+  std::function<void()> on_heard_;
   std::shared_ptr<const serving_view> view_;
 };
 

@@ -3,10 +3,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -33,33 +34,61 @@ struct io_config : coalesce::test::test_config {
   }
 };
 
-/// Whether `holds()` became true within `limit` (real time: the dials are
-/// real connections).
-bool within(std::chrono::milliseconds limit,
-            const std::function<bool()>& holds) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!holds()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(5ms);
+/// Told of each change a test waits for (an ask ended, a ping held), so
+/// that it checks its condition after each instead of polling it.
+class change_signal {
+public:
+  void tell() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      ++changes_;
+    }
+    changed_.notify_all();
   }
-  return true;
-}
+
+  /// Whether `holds()` became true within `limit` (real time: the dials
+  /// are real connections), checked at once and after each change told.
+  bool within(std::chrono::milliseconds limit,
+              const std::function<bool()>& holds) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    std::unique_lock<std::mutex> guard{mtx_};
+    for (;;) {
+      auto seen = changes_;
+      guard.unlock();
+      // Not under the lock: `holds` may read what a teller holds locked
+      // while it tells.
+      auto held = holds();
+      guard.lock();
+      if (held)
+        return true;
+      if (!changed_.wait_until(guard, deadline,
+                               [&] { return changes_ != seen; }))
+        return false;
+    }
+  }
+
+private:
+  std::mutex mtx_;
+  std::condition_variable changed_;
+  uint64_t changes_ = 0;
+};
 
 using release_atom = caf::atom_constant<caf::atom("release")>;
 
 /// A peer's secret buffer that holds every stats request until released
 /// (unless `holding` is false: then it answers at once): its gateway
 /// answers a ping only then, so the test moves the clock while the ping is
-/// open. `asked` counts the requests it holds.
+/// open. `asked` counts the requests it got, and `signal` is told of each.
 caf::behavior held_stats(caf::event_based_actor* self,
                          std::shared_ptr<std::atomic<int>> asked,
+                         std::shared_ptr<change_signal> signal,
                          bool holding) {
   auto held = std::make_shared<std::vector<caf::response_promise>>();
   return {
-    [self, held, asked, holding](stats_atom) {
+    [self, held, asked, signal, holding](stats_atom) {
       auto promise = self->make_response_promise();
       ++*asked;
+      signal->tell();
       if (holding)
         held->push_back(promise);
       else
@@ -80,12 +109,14 @@ struct held_peer {
   caf::actor_system sys{cfg};
   std::shared_ptr<std::atomic<int>> asked
     = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<change_signal> asked_signal
+    = std::make_shared<change_signal>();
   caf::actor buffer;
   node_actor gateway;
   uint16_t port = 0;
 
   explicit held_peer(bool holding = true)
-    : buffer(sys.spawn(held_stats, asked, holding)) {
+    : buffer(sys.spawn(held_stats, asked, asked_signal, holding)) {
     service_handles handles;
     handles.secret_buffer = caf::actor_cast<decltype(handles.secret_buffer)>(
       buffer);
@@ -119,6 +150,12 @@ struct fixture {
     = std::make_shared<serving_lists>(1, 9s, [at = at] {
         return clock_type::time_point{clock_type::duration{at->load()}};
       });
+  /// Told of each end of an ask the view records.
+  std::shared_ptr<change_signal> heard = [this] {
+    auto signal = std::make_shared<change_signal>();
+    lists->on_heard([signal] { signal->tell(); });
+    return signal;
+  }();
   caf::actor watch;
 
   /// Watches the peer at `port` with `settings`.
@@ -153,10 +190,10 @@ CAF_TEST(a failed dial counts as heard when it was made not when it failed) {
   start_watch(peer.port(), {300ms, 3s});
   CAF_REQUIRE(peer.dialed_within(10s));
   jump_an_hour();
-  CAF_REQUIRE(within(10s, [&] { return lists->current()->settled; }));
+  CAF_REQUIRE(heard->within(10s, [&] { return lists->current()->settled; }));
   CAF_CHECK(lists->stale());
   // The next dial is made after the jump: its failure makes the view fresh.
-  CAF_CHECK(within(20s, [&] { return !lists->stale(); }));
+  CAF_CHECK(heard->within(20s, [&] { return !lists->stale(); }));
 }
 
 // Likewise for a ping's answer: it tells what the peer served at some
@@ -165,15 +202,17 @@ CAF_TEST(a pings answer counts as heard when the ping was sent) {
   held_peer answering;
   start_watch(answering.port, {10s, 3s});
   // Reached, the peer is pinged at once; its answer waits for the buffer.
-  CAF_REQUIRE(within(10s, [&] { return answering.asked->load() == 1; }));
+  CAF_REQUIRE(answering.asked_signal->within(
+    10s, [&] { return answering.asked->load() == 1; }));
   jump_an_hour();
   answering.release();
-  CAF_REQUIRE(within(10s, [&] { return lists->current()->settled; }));
+  CAF_REQUIRE(heard->within(10s, [&] { return lists->current()->settled; }));
   CAF_CHECK(lists->stale());
   // The next ping is sent after the jump: its answer makes the view fresh.
-  CAF_REQUIRE(within(20s, [&] { return answering.asked->load() == 2; }));
+  CAF_REQUIRE(answering.asked_signal->within(
+    20s, [&] { return answering.asked->load() == 2; }));
   answering.release();
-  CAF_CHECK(within(10s, [&] { return !lists->stale(); }));
+  CAF_CHECK(heard->within(10s, [&] { return !lists->stale(); }));
 }
 
 // A node changing its list asks every other node of the new list before
