@@ -284,14 +284,15 @@ send_persist through_persister(
   };
 }
 
-/// Straight to an I/O actor, as a writer sends a write: no persister, no
-/// writer.
-send_persist straight_to(session_io_actor io) {
+/// Straight to `writer` (an I/O actor, or `gathered`'s gatherer), as a
+/// session's writer sends a write: no persister, no writer.
+template <class Writer>
+send_persist straight_to(Writer writer) {
   return [=](caf::event_based_actor* self, std::size_t i, session_update row,
              std::function<void(caf::error)> done) {
     storage::session_write write{session_name(i), std::string(blob_size, 'b'),
                                  {std::move(row)}, {}, 0, true};
-    self->request(io, caf::infinite, write_atom::value, std::move(write))
+    self->request(writer, caf::infinite, write_atom::value, std::move(write))
       .then([done](ok_atom) { done(caf::none); },
             [done](caf::error& err) { done(std::move(err)); });
   };
@@ -491,17 +492,8 @@ rate measure_gathered(caf::actor_system& sys, const bench_config& cfg) {
       ++syncs;
     }
   }};
-  send_persist send = [gather](caf::event_based_actor* self, std::size_t i,
-                               session_update row,
-                               std::function<void(caf::error)> done) {
-    storage::session_write write{session_name(i), std::string(blob_size, 'b'),
-                                 {std::move(row)}, {}, 0, true};
-    self->request(gather, caf::infinite, write_atom::value, std::move(write))
-      .then([done](ok_atom) { done(caf::none); },
-            [done](caf::error& err) { done(std::move(err)); });
-  };
   auto cpu_before = bench::own_cpu_seconds();
-  auto [latencies, elapsed] = run_clients(sys, cfg, send);
+  auto [latencies, elapsed] = run_clients(sys, cfg, straight_to(gather));
   auto cpu = bench::own_cpu_seconds() - cpu_before;
   // Every client had its last write answered before it stopped.
   {
