@@ -100,6 +100,22 @@ CAF_TEST(a lost connection makes the view no fresher) {
   CAF_CHECK(lists.stale());
 }
 
+// What waits for the view to settle or to be fresh again (the peer
+// watch's tests) is told of every recorded end of an ask, after the view
+// changed and outside its lock, so that it can read the view.
+CAF_TEST(each recorded end of an ask is told after the view changed) {
+  std::vector<bool> settled_when_told;
+  lists.on_heard([&] {
+    settled_when_told.push_back(lists.current()->settled);
+  });
+  lists.peer_unanswered(0);
+  lists.peer_serves(1, own_list, false);
+  lists.peer_lost(0);
+  // A peer past the view's count is no ask of it.
+  lists.peer_serves(2, own_list, false);
+  CAF_CHECK_EQUAL(settled_when_told, (std::vector<bool>{false, true, true}));
+}
+
 CAF_TEST(a peer asked again under the same list changes no generation) {
   // Every ping answers; were each a new generation, every request under
   // way would be answered no_quorum.
