@@ -193,6 +193,75 @@ rate measure_limit(const bench_config& cfg) {
           (bench::own_cpu_seconds() - cpu_before) * 1e6 / groups.writes};
 }
 
+/// A thread that syncs the WAL behind a writer that never waits for it:
+/// whenever the writer reported a write past the last one synced, it syncs
+/// once for all of them and tells `on_synced` the last one covered (what
+/// the I/O actor's syncer does, without actors).
+class wal_syncer_thread {
+public:
+  wal_syncer_thread(storage::database& db,
+                    std::function<void(uint64_t)> on_synced = nullptr)
+    : db_(db), on_synced_(std::move(on_synced)), thread_([this] { run(); }) {
+    // nop
+  }
+
+  wal_syncer_thread(const wal_syncer_thread&) = delete;
+  wal_syncer_thread& operator=(const wal_syncer_thread&) = delete;
+
+  ~wal_syncer_thread() {
+    stop();
+  }
+
+  /// The writer wrote everything up to write number `last`.
+  void written(uint64_t last) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      last_written_ = last;
+    }
+    written_cv_.notify_one();
+  }
+
+  /// Stops after the sync under way and returns the syncs run.
+  uint64_t stop() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stopping_ = true;
+    }
+    written_cv_.notify_one();
+    if (thread_.joinable())
+      thread_.join();
+    return syncs_;
+  }
+
+private:
+  void run() {
+    uint64_t synced = 0;
+    std::unique_lock<std::mutex> guard{mtx_};
+    for (;;) {
+      written_cv_.wait(guard,
+                       [&] { return stopping_ || last_written_ > synced; });
+      if (stopping_)
+        return;
+      synced = last_written_;
+      guard.unlock();
+      check(db_.sync_wal(), "the WAL sync behind a writer");
+      if (on_synced_)
+        on_synced_(synced);
+      guard.lock();
+      ++syncs_;
+    }
+  }
+
+  storage::database& db_;
+  std::function<void(uint64_t)> on_synced_;
+  std::mutex mtx_;
+  std::condition_variable written_cv_;
+  uint64_t last_written_ = 0;
+  uint64_t syncs_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 /// `limit` made durable: the same thread writes the same groups without
 /// fsync while a second thread syncs the WAL whenever a group was written
 /// since its last sync (what the I/O actor's syncer does), and the writer
@@ -202,43 +271,17 @@ rate measure_limit(const bench_config& cfg) {
 rate measure_durable_limit(const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
   limit_groups groups;
-  std::mutex mtx;
-  std::condition_variable written_cv;
+  wal_syncer_thread syncer{*fresh.db};
   uint64_t groups_written = 0;
-  bool stop = false;
-  uint64_t syncs = 0;
-  std::thread syncer{[&] {
-    uint64_t synced = 0;
-    std::unique_lock<std::mutex> guard{mtx};
-    for (;;) {
-      written_cv.wait(guard, [&] { return stop || groups_written > synced; });
-      if (stop)
-        return;
-      synced = groups_written;
-      guard.unlock();
-      check(fresh.db->sync_wal(), "durable limit's sync");
-      guard.lock();
-      ++syncs;
-    }
-  }};
   auto start = clock_type::now();
   auto cpu_before = bench::own_cpu_seconds();
   while (seconds_since(start) < cfg.seconds) {
     groups.write_one(*fresh.db, cfg.sessions, "durable limit");
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      ++groups_written;
-    }
-    written_cv.notify_one();
+    syncer.written(++groups_written);
   }
   auto elapsed = seconds_since(start);
   auto cpu = bench::own_cpu_seconds() - cpu_before;
-  {
-    std::lock_guard<std::mutex> guard{mtx};
-    stop = true;
-  }
-  written_cv.notify_one();
-  syncer.join();
+  auto syncs = syncer.stop();
   return {groups.writes / elapsed, cpu * 1e6 / groups.writes,
           syncs / elapsed};
 }
@@ -377,22 +420,16 @@ rate measure_straight_to_io(caf::actor_system& sys, const bench_config& cfg) {
 }
 
 
-/// `gathered`: the state one scheduled actor (the gatherer) shares with a
-/// writer thread and a syncer thread. The gatherer queues each client's
-/// write here under `queue_mtx`; the writer takes the whole queue as one
-/// group and tells the syncer under `sync_mtx` which write it wrote last.
-struct gathered_shared {
-  std::mutex queue_mtx;
+/// `gathered`: the queue one scheduled actor (the gatherer) shares with a
+/// writer thread. The gatherer queues each client's write here; the writer
+/// takes the whole queue as one group.
+struct gathered_queue {
+  std::mutex mtx;
   std::condition_variable queued_cv;
   std::vector<storage::session_write> queued;
   /// The number of the last write queued.
   uint64_t last_queued = 0;
-  bool stop_writer = false;
-  std::mutex sync_mtx;
-  std::condition_variable written_cv;
-  /// The number of the last write written, not yet synced perhaps.
-  uint64_t last_written = 0;
-  bool stop_syncer = false;
+  bool stop = false;
 };
 
 /// The gatherer: holds each client's promise until the sync that covers its
@@ -409,7 +446,7 @@ struct gatherer_state {
 
 gatherer_actor::behavior_type
 gatherer(gatherer_actor::stateful_pointer<gatherer_state> self,
-         std::shared_ptr<gathered_shared> shared) {
+         std::shared_ptr<gathered_queue> shared) {
   return {
     [self, shared](write_atom, storage::session_write& write) {
       auto promise = self->make_response_promise<ok_atom>();
@@ -417,7 +454,7 @@ gatherer(gatherer_actor::stateful_pointer<gatherer_state> self,
       self->state.waiting.emplace_back(number, promise);
       bool was_empty = false;
       {
-        std::lock_guard<std::mutex> guard{shared->queue_mtx};
+        std::lock_guard<std::mutex> guard{shared->mtx};
         was_empty = shared->queued.empty();
         shared->queued.push_back(std::move(write));
         shared->last_queued = number;
@@ -445,19 +482,22 @@ gatherer(gatherer_actor::stateful_pointer<gatherer_state> self,
 /// (the write and its answer) besides the clients'.
 rate measure_gathered(caf::actor_system& sys, const bench_config& cfg) {
   fresh_db fresh{cfg.dir};
-  auto shared = std::make_shared<gathered_shared>();
+  auto shared = std::make_shared<gathered_queue>();
   auto gather = sys.spawn(gatherer, shared);
+  wal_syncer_thread syncer{*fresh.db, [gather](uint64_t last_synced) {
+                             caf::anon_send(gather, sync_atom::value,
+                                            last_synced);
+                           }};
   std::thread writer{[&] {
     storage::known_generations known;
     std::vector<storage::session_write> group;
     for (;;) {
       uint64_t last = 0;
       {
-        std::unique_lock<std::mutex> guard{shared->queue_mtx};
+        std::unique_lock<std::mutex> guard{shared->mtx};
         shared->queued_cv.wait(
-          guard,
-          [&] { return shared->stop_writer || !shared->queued.empty(); });
-        if (shared->stop_writer)
+          guard, [&] { return shared->stop || !shared->queued.empty(); });
+        if (shared->stop)
           return;
         group.swap(shared->queued);
         last = shared->last_queued;
@@ -467,29 +507,7 @@ rate measure_gathered(caf::actor_system& sys, const bench_config& cfg) {
               .failure,
             "gathered");
       group.clear();
-      {
-        std::lock_guard<std::mutex> guard{shared->sync_mtx};
-        shared->last_written = last;
-      }
-      shared->written_cv.notify_one();
-    }
-  }};
-  uint64_t syncs = 0;
-  std::thread syncer{[&] {
-    uint64_t synced = 0;
-    std::unique_lock<std::mutex> guard{shared->sync_mtx};
-    for (;;) {
-      shared->written_cv.wait(guard, [&] {
-        return shared->stop_syncer || shared->last_written > synced;
-      });
-      if (shared->stop_syncer)
-        return;
-      synced = shared->last_written;
-      guard.unlock();
-      check(fresh.db->sync_wal(), "gathered's sync");
-      caf::anon_send(gather, sync_atom::value, synced);
-      guard.lock();
-      ++syncs;
+      syncer.written(last);
     }
   }};
   auto cpu_before = bench::own_cpu_seconds();
@@ -497,17 +515,12 @@ rate measure_gathered(caf::actor_system& sys, const bench_config& cfg) {
   auto cpu = bench::own_cpu_seconds() - cpu_before;
   // Every client had its last write answered before it stopped.
   {
-    std::lock_guard<std::mutex> guard{shared->queue_mtx};
-    shared->stop_writer = true;
-  }
-  {
-    std::lock_guard<std::mutex> guard{shared->sync_mtx};
-    shared->stop_syncer = true;
+    std::lock_guard<std::mutex> guard{shared->mtx};
+    shared->stop = true;
   }
   shared->queued_cv.notify_one();
-  shared->written_cv.notify_one();
   writer.join();
-  syncer.join();
+  auto syncs = syncer.stop();
   caf::anon_send_exit(gather, caf::exit_reason::user_shutdown);
   return {latencies.size() / elapsed, cpu * 1e6 / latencies.size(),
           syncs / elapsed};
