@@ -10,6 +10,7 @@
 
 #include <coalesce/actors/guarded_write.hpp>
 #include <coalesce/actors/parked_requests.hpp>
+#include <coalesce/actors/wal_sync_outcomes.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/storage/database.hpp>
 #include <coalesce/storage/session_store.hpp>
@@ -53,6 +54,9 @@ struct wal_syncer_state {
   /// The newest group a request named: what the next sync covers.
   uint64_t last_group = 0;
   uint64_t syncs = 0;
+  /// What the syncs decided, for requests that arrive after the sync that
+  /// covered their group (in the benchmark, about one write in seven).
+  wal_sync_outcomes outcomes;
 };
 
 using syncer_pointer = wal_syncer_actor::stateful_pointer<wal_syncer_state>;
@@ -63,8 +67,10 @@ void sync_when_idle(syncer_pointer self) {
   if (!self->mailbox().empty())
     return;
   auto& st = self->state;
+  auto covered = st.last_group;
   auto err = guarded_sync(*st.db);
   ++st.syncs;
+  st.outcomes.record(covered, err);
   if (err)
     spdlog::warn("session persister: the WAL sync up to group {} failed, "
                  "the {} writes it covered fail and are retried: {}",
@@ -109,20 +115,39 @@ wal_syncer_actor::behavior_type
 wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
   self->state.db = std::move(db);
   return {
-    [self](sync_atom, uint64_t group, caf::error& refusal) {
+    [self](sync_atom, uint64_t group,
+           caf::error& refusal) -> caf::result<ok_atom> {
+      if (auto synced = self->state.outcomes.of(group)) {
+        if (refusal)
+          return std::move(refusal);
+        if (*synced)
+          return std::move(*synced);
+        return ok_atom::value;
+      }
       return wait_for_sync<ok_atom>(self, group, [&](auto& st, auto& promise) {
         st.waiting_writes.emplace_back(st.writes.park(promise),
                                        std::move(refusal));
       });
     },
-    [self](sync_atom, uint64_t group, replica_answer& answer) {
+    [self](sync_atom, uint64_t group,
+           replica_answer& answer) -> caf::result<replica_answer> {
+      if (auto synced = self->state.outcomes.of(group)) {
+        if (*synced)
+          return std::move(*synced);
+        return std::move(answer);
+      }
       return wait_for_sync<replica_answer>(
         self, group, [&](auto& st, auto& promise) {
           st.waiting_deltas.emplace_back(st.deltas.park(promise),
                                          std::move(answer));
         });
     },
-    [self](sync_atom, uint64_t group) {
+    [self](sync_atom, uint64_t group) -> caf::result<ok_atom, uint64_t> {
+      if (auto synced = self->state.outcomes.of(group)) {
+        if (*synced)
+          return std::move(*synced);
+        return {ok_atom::value, self->state.syncs};
+      }
       return wait_for_sync<ok_atom, uint64_t>(
         self, group, [](auto& st, auto& promise) {
           st.waiting_groups.push_back(st.groups.park(promise));

@@ -18,6 +18,7 @@
 #include <caf/config_option_set.hpp>
 
 #include <coalesce/actors/session_persister_protocol.hpp>
+#include <coalesce/actors/wal_sync_outcomes.hpp>
 #include <coalesce/messages/errc.hpp>
 #include <coalesce/messages/node_interface.hpp>
 #include <coalesce/storage/database.hpp>
@@ -342,6 +343,27 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
       run_io_alone();
     }
     CAF_REQUIRE(!answered(self));
+  }
+
+  /// Writes of a and b reach the first I/O actor as one group, which it
+  /// writes and hands to its syncer; `reader`'s load of a reaches the I/O
+  /// actor next, and the syncer syncs the group and answers before the I/O
+  /// actor reads the load: the load's own request for the group will reach
+  /// the syncer after the sync that covered it.
+  void sync_a_group_before_a_load_of_it(scoped_actor& reader) {
+    auto io = first_io();
+    for (std::string session : {"a", "b"})
+      self->request(io, infinite, write_atom::value,
+                    storage::session_write{session, "blob " + session,
+                                           {row("u" + session)}, {}, 0});
+    auto* raw = actor_cast<abstract_actor*>(io);
+    sched.run_jobs_filtered([raw](resumable* job) {
+      return dynamic_cast<abstract_actor*>(job) == raw;
+    });
+    reader->request(io, infinite, load_atom::value, std::string{"a"});
+    run_all_but(io);
+    CAF_REQUIRE(answered(self));
+    CAF_REQUIRE(!answered(reader));
   }
 
   /// Session `session`'s delta number `base_seq + 1` under `ballot`, made
@@ -1403,6 +1425,49 @@ CAF_TEST(a load behind a group waiting for its WAL sync answers nothing that is 
   CAF_CHECK_EQUAL(record.blob, "blob 0");
 }
 
+/// Writes a and b reach the first I/O actor as one group, which it writes
+/// and hands to its syncer; a load of a reaches it next, and the syncer
+/// syncs the group (the sync failing under `failing_sync`) and answers,
+/// all before the I/O actor reads the load: the load's own request for the
+/// group reaches the syncer after the sync that covered it. Returns the
+/// reader, its answer not yet sent.
+struct late_read {
+  std::unique_ptr<scoped_actor> reader;
+  int syncs_before = 0;
+};
+
+CAF_TEST(a read asking for a group already synced costs no second sync) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto syncs = faults->wal_syncs.load();
+  scoped_actor reader{sys};
+  sync_a_group_before_a_load_of_it(reader);
+  CAF_REQUIRE_EQUAL(faults->wal_syncs.load() - syncs, 1);
+  sched.run();
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  CAF_CHECK_EQUAL(next_reply<session_record>(sys, reader).blob, "blob a");
+  CAF_CHECK_EQUAL(faults->wal_syncs.load() - syncs, 1);
+}
+
+CAF_TEST(a request for a group whose sync failed gets that failure though a later sync succeeds) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  // The load's request for the group comes after its sync failed, when the
+  // disk syncs again. What the failed sync covered may be lost: the load
+  // must not vouch for it.
+  scoped_actor reader{sys};
+  faults->wal_sync = true;
+  sync_a_group_before_a_load_of_it(reader);
+  faults->clear();
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
+  CAF_CHECK_EQUAL(code_of(next_error(self)), code(errc::storage_failed));
+  CAF_CHECK_EQUAL(code_of(next_error(reader)), code(errc::storage_failed));
+}
+
 CAF_TEST(a stale session in a group fails alone and the others commit) {
   session_persister_options options;
   options.io_workers = 1;
@@ -1563,6 +1628,38 @@ CAF_TEST(a failed WAL sync fails the writes of every group it covered) {
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
+
+// -- what the WAL syncs decided ----------------------------------------------
+
+CAF_TEST(the first sync that covered a group decides its outcome) {
+  wal_sync_outcomes outcomes;
+  CAF_CHECK(!outcomes.of(1));
+  outcomes.record(3, caf::none);
+  outcomes.record(5, make_error(errc::storage_failed, "EIO"));
+  outcomes.record(5, caf::none); // covered nothing new
+  outcomes.record(9, caf::none);
+  auto failed = [&](uint64_t group) {
+    auto outcome = outcomes.of(group);
+    CAF_REQUIRE(outcome);
+    return static_cast<bool>(*outcome);
+  };
+  CAF_CHECK(!failed(1));
+  CAF_CHECK(!failed(3));
+  CAF_CHECK(failed(4));
+  CAF_CHECK(failed(5));
+  CAF_CHECK(!failed(6));
+  CAF_CHECK(!failed(9));
+  CAF_CHECK(!outcomes.of(10));
+  // Eight more syncs: the first three are forgotten, and a request for
+  // a group they decided fails rather than claim it durable.
+  for (uint64_t covered = 10; covered < 18; ++covered)
+    outcomes.record(covered, caf::none);
+  CAF_CHECK(failed(1));
+  CAF_CHECK(failed(9));
+  CAF_CHECK(!failed(10));
+  CAF_CHECK(!failed(17));
+  CAF_CHECK(!outcomes.of(18));
+}
 
 // -- settings ----------------------------------------------------------------
 
