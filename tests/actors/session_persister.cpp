@@ -1425,17 +1425,6 @@ CAF_TEST(a load behind a group waiting for its WAL sync answers nothing that is 
   CAF_CHECK_EQUAL(record.blob, "blob 0");
 }
 
-/// Writes a and b reach the first I/O actor as one group, which it writes
-/// and hands to its syncer; a load of a reaches it next, and the syncer
-/// syncs the group (the sync failing under `failing_sync`) and answers,
-/// all before the I/O actor reads the load: the load's own request for the
-/// group reaches the syncer after the sync that covered it. Returns the
-/// reader, its answer not yet sent.
-struct late_read {
-  std::unique_ptr<scoped_actor> reader;
-  int syncs_before = 0;
-};
-
 CAF_TEST(a read asking for a group already synced costs no second sync) {
   session_persister_options options;
   options.io_workers = 1;
@@ -1451,13 +1440,13 @@ CAF_TEST(a read asking for a group already synced costs no second sync) {
   CAF_CHECK_EQUAL(faults->wal_syncs.load() - syncs, 1);
 }
 
-CAF_TEST(a request for a group whose sync failed gets that failure though a later sync succeeds) {
+CAF_TEST(a request for a group whose sync failed gets that failure though the disk syncs again) {
   session_persister_options options;
   options.io_workers = 1;
   start(options);
-  // The load's request for the group comes after its sync failed, when the
-  // disk syncs again. What the failed sync covered may be lost: the load
-  // must not vouch for it.
+  // The load's request for the group comes after the group's sync failed,
+  // when the disk syncs again (the fault cleared): what the failed sync
+  // covered may be lost, and the load must not vouch for it.
   scoped_actor reader{sys};
   faults->wal_sync = true;
   sync_a_group_before_a_load_of_it(reader);
