@@ -99,6 +99,16 @@ void sync_when_idle(syncer_pointer self) {
   }
 }
 
+/// Syncs once the mailbox is empty when a request waits: after a request
+/// answered at once, a request parked before it must not be left without a
+/// sync (requests arrive in group order, so none is; this keeps it so).
+void sync_waiting_when_idle(syncer_pointer self) {
+  auto& st = self->state;
+  if (!st.waiting_writes.empty() || !st.waiting_deltas.empty()
+      || !st.waiting_groups.empty())
+    sync_when_idle(self);
+}
+
 /// Parks a request (through `park`) for the next sync, which covers group
 /// `group`, and syncs unless more requests wait.
 template <class... Ts, class Park>
@@ -118,6 +128,7 @@ wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
     [self](sync_atom, uint64_t group,
            caf::error& refusal) -> caf::result<ok_atom> {
       if (auto synced = self->state.outcomes.of(group)) {
+        sync_waiting_when_idle(self);
         if (refusal)
           return std::move(refusal);
         if (*synced)
@@ -132,6 +143,7 @@ wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
     [self](sync_atom, uint64_t group,
            replica_answer& answer) -> caf::result<replica_answer> {
       if (auto synced = self->state.outcomes.of(group)) {
+        sync_waiting_when_idle(self);
         if (*synced)
           return std::move(*synced);
         return std::move(answer);
@@ -144,6 +156,7 @@ wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
     },
     [self](sync_atom, uint64_t group) -> caf::result<ok_atom, uint64_t> {
       if (auto synced = self->state.outcomes.of(group)) {
+        sync_waiting_when_idle(self);
         if (*synced)
           return std::move(*synced);
         return {ok_atom::value, self->state.syncs};

@@ -1457,6 +1457,38 @@ CAF_TEST(a request for a group whose sync failed gets that failure though the di
   CAF_CHECK_EQUAL(code_of(next_error(reader)), code(errc::storage_failed));
 }
 
+CAF_TEST(a request answered from a finished sync leaves none waiting before it unsynced) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto io = first_io();
+  for (std::string session : {"a", "b"})
+    self->request(io, infinite, write_atom::value,
+                  storage::session_write{session, "blob " + session,
+                                         {row("u" + session)}, {}, 0});
+  auto* raw_io = actor_cast<abstract_actor*>(io);
+  sched.run_jobs_filtered([raw_io](resumable* job) {
+    return dynamic_cast<abstract_actor*>(job) == raw_io;
+  });
+  // The group of two (group 1) waits at the syncer: it alone has work.
+  auto syncer = actor_cast<actor>(&sched.next_job<abstract_actor>());
+  CAF_REQUIRE(actor_cast<abstract_actor*>(syncer) != raw_io);
+  sched.run();
+  for (int i = 0; i < 2; ++i)
+    CAF_REQUIRE(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  // Out of group order (the I/O actor never sends so): a request for a
+  // group no sync covered yet, parked, then one for group 1, answered from
+  // the sync that covered it. The first must still get its sync.
+  scoped_actor asker{sys};
+  for (uint64_t group : {uint64_t{5}, uint64_t{1}})
+    asker->request(syncer, infinite, sync_atom::value, group);
+  sched.run();
+  for (int i = 0; i < 2; ++i) {
+    auto reply = next_message(asker);
+    CAF_CHECK(reply.match_elements<ok_atom, uint64_t>());
+  }
+}
+
 CAF_TEST(a stale session in a group fails alone and the others commit) {
   session_persister_options options;
   options.io_workers = 1;
