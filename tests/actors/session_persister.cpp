@@ -345,12 +345,9 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     CAF_REQUIRE(!answered(self));
   }
 
-  /// Writes of a and b reach the first I/O actor as one group, which it
-  /// writes and hands to its syncer; `reader`'s load of a reaches the I/O
-  /// actor next, and the syncer syncs the group and answers before the I/O
-  /// actor reads the load: the load's own request for the group will reach
-  /// the syncer after the sync that covered it.
-  void sync_a_group_before_a_load_of_it(scoped_actor& reader) {
+  /// Writes of a and b reach the first I/O actor as one group (its first),
+  /// which it writes and hands to its syncer, and nothing else runs.
+  void write_a_group_of_a_and_b() {
     auto io = first_io();
     for (std::string session : {"a", "b"})
       self->request(io, infinite, write_atom::value,
@@ -360,6 +357,16 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     sched.run_jobs_filtered([raw](resumable* job) {
       return dynamic_cast<abstract_actor*>(job) == raw;
     });
+  }
+
+  /// Writes of a and b reach the first I/O actor as one group, which it
+  /// writes and hands to its syncer; `reader`'s load of a reaches the I/O
+  /// actor next, and the syncer syncs the group and answers before the I/O
+  /// actor reads the load: the load's own request for the group will reach
+  /// the syncer after the sync that covered it.
+  void sync_a_group_before_a_load_of_it(scoped_actor& reader) {
+    auto io = first_io();
+    write_a_group_of_a_and_b();
     reader->request(io, infinite, load_atom::value, std::string{"a"});
     run_all_but(io);
     CAF_REQUIRE(answered(self));
@@ -1461,18 +1468,11 @@ CAF_TEST(a request answered from a finished sync leaves none waiting before it u
   session_persister_options options;
   options.io_workers = 1;
   start(options);
-  auto io = first_io();
-  for (std::string session : {"a", "b"})
-    self->request(io, infinite, write_atom::value,
-                  storage::session_write{session, "blob " + session,
-                                         {row("u" + session)}, {}, 0});
-  auto* raw_io = actor_cast<abstract_actor*>(io);
-  sched.run_jobs_filtered([raw_io](resumable* job) {
-    return dynamic_cast<abstract_actor*>(job) == raw_io;
-  });
-  // The group of two (group 1) waits at the syncer: it alone has work.
+  write_a_group_of_a_and_b();
+  // The group (group 1) waits at the syncer: it alone has work.
   auto syncer = actor_cast<actor>(&sched.next_job<abstract_actor>());
-  CAF_REQUIRE(actor_cast<abstract_actor*>(syncer) != raw_io);
+  CAF_REQUIRE(actor_cast<abstract_actor*>(syncer)
+              != actor_cast<abstract_actor*>(first_io()));
   sched.run();
   for (int i = 0; i < 2; ++i)
     CAF_REQUIRE(next_reply<ok_atom>(sys, self) == ok_atom::value);
