@@ -61,12 +61,16 @@ struct wal_syncer_state {
 
 using syncer_pointer = wal_syncer_actor::stateful_pointer<wal_syncer_state>;
 
-/// Syncs once the mailbox is empty: the I/O actor writes the next group
-/// while this syncs, and the requests that queued meanwhile cost one sync.
+/// Syncs once the mailbox is empty and a request waits: the I/O actor
+/// writes the next group while this syncs, and the requests that queued
+/// meanwhile cost one sync. (A request answered at once from a finished
+/// sync checks too, so that none parked before it is left without a sync.)
 void sync_when_idle(syncer_pointer self) {
-  if (!self->mailbox().empty())
-    return;
   auto& st = self->state;
+  if (!self->mailbox().empty()
+      || (st.waiting_writes.empty() && st.waiting_deltas.empty()
+          && st.waiting_groups.empty()))
+    return;
   auto covered = st.last_group;
   auto err = guarded_sync(*st.db);
   ++st.syncs;
@@ -99,16 +103,6 @@ void sync_when_idle(syncer_pointer self) {
   }
 }
 
-/// Syncs once the mailbox is empty when a request waits: after a request
-/// answered at once, a request parked before it must not be left without a
-/// sync (requests arrive in group order, so none is; this keeps it so).
-void sync_waiting_when_idle(syncer_pointer self) {
-  auto& st = self->state;
-  if (!st.waiting_writes.empty() || !st.waiting_deltas.empty()
-      || !st.waiting_groups.empty())
-    sync_when_idle(self);
-}
-
 /// Parks a request (through `park`) for the next sync, which covers group
 /// `group`, and syncs unless more requests wait.
 template <class... Ts, class Park>
@@ -128,7 +122,7 @@ wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
     [self](sync_atom, uint64_t group,
            caf::error& refusal) -> caf::result<ok_atom> {
       if (auto synced = self->state.outcomes.of(group)) {
-        sync_waiting_when_idle(self);
+        sync_when_idle(self);
         if (refusal)
           return std::move(refusal);
         if (*synced)
@@ -143,7 +137,7 @@ wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
     [self](sync_atom, uint64_t group,
            replica_answer& answer) -> caf::result<replica_answer> {
       if (auto synced = self->state.outcomes.of(group)) {
-        sync_waiting_when_idle(self);
+        sync_when_idle(self);
         if (*synced)
           return std::move(*synced);
         return std::move(answer);
@@ -156,7 +150,7 @@ wal_syncer(syncer_pointer self, std::shared_ptr<storage::database> db) {
     },
     [self](sync_atom, uint64_t group) -> caf::result<ok_atom, uint64_t> {
       if (auto synced = self->state.outcomes.of(group)) {
-        sync_waiting_when_idle(self);
+        sync_when_idle(self);
         if (*synced)
           return std::move(*synced);
         return {ok_atom::value, self->state.syncs};
