@@ -359,6 +359,29 @@ struct persister_fixture : test_coordinator_fixture<test_config> {
     });
   }
 
+  /// Writes of a and b as the first I/O actor's first group, synced and
+  /// answered (ok, or storage_failed with `sync_fails`: the fault is
+  /// cleared after the sync); returns that I/O actor's syncer, for requests
+  /// sent to it directly after the sync that covered group 1.
+  actor syncer_after_a_synced_group(bool sync_fails = false) {
+    write_a_group_of_a_and_b();
+    // The group waits at the syncer: it alone has work.
+    auto syncer = actor_cast<actor>(&sched.next_job<abstract_actor>());
+    CAF_REQUIRE(actor_cast<abstract_actor*>(syncer)
+                != actor_cast<abstract_actor*>(first_io()));
+    faults->wal_sync = sync_fails;
+    sched.run();
+    faults->clear();
+    for (int i = 0; i < 2; ++i) {
+      if (sync_fails)
+        CAF_REQUIRE_EQUAL(code_of(next_error(self)),
+                          code(errc::storage_failed));
+      else
+        CAF_REQUIRE(next_reply<ok_atom>(sys, self) == ok_atom::value);
+    }
+    return syncer;
+  }
+
   /// Writes of a and b reach the first I/O actor as one group, which it
   /// writes and hands to its syncer; `reader`'s load of a reaches the I/O
   /// actor next, and the syncer syncs the group and answers before the I/O
@@ -1468,14 +1491,7 @@ CAF_TEST(a request answered from a finished sync leaves none waiting before it u
   session_persister_options options;
   options.io_workers = 1;
   start(options);
-  write_a_group_of_a_and_b();
-  // The group (group 1) waits at the syncer: it alone has work.
-  auto syncer = actor_cast<actor>(&sched.next_job<abstract_actor>());
-  CAF_REQUIRE(actor_cast<abstract_actor*>(syncer)
-              != actor_cast<abstract_actor*>(first_io()));
-  sched.run();
-  for (int i = 0; i < 2; ++i)
-    CAF_REQUIRE(next_reply<ok_atom>(sys, self) == ok_atom::value);
+  auto syncer = syncer_after_a_synced_group();
   // Out of group order (the I/O actor never sends so): a request for a
   // group no sync covered yet, parked, then one for group 1, answered from
   // the sync that covered it. The first must still get its sync.
@@ -1487,6 +1503,43 @@ CAF_TEST(a request answered from a finished sync leaves none waiting before it u
     auto reply = next_message(asker);
     CAF_CHECK(reply.match_elements<ok_atom, uint64_t>());
   }
+}
+
+CAF_TEST(a refused write handed over after the sync of its group gets its refusal) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto syncer = syncer_after_a_synced_group();
+  // Two more writes of group 1 handed over late, as the I/O actor hands a
+  // group's writes one message each while the sync runs: one the batch
+  // refused, one it carried. The sync succeeded, yet the refused write
+  // was not stored and must not be answered ok.
+  scoped_actor writer{sys};
+  writer->request(syncer, infinite, sync_atom::value, uint64_t{1},
+                  make_error(errc::stale_generation, "session b"));
+  writer->request(syncer, infinite, sync_atom::value, uint64_t{1},
+                  caf::error{});
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(next_error(writer)), code(errc::stale_generation));
+  CAF_CHECK(next_reply<ok_atom>(sys, writer) == ok_atom::value);
+}
+
+CAF_TEST(a write and a delta handed over after the failed sync of their group get its failure) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto syncer = syncer_after_a_synced_group(true);
+  // Late requests of group 1, as the I/O actor hands a group's writes and
+  // deltas over one message each while the sync runs; the disk syncs
+  // again by now, but what the failed sync covered may be lost.
+  scoped_actor writer{sys};
+  writer->request(syncer, infinite, sync_atom::value, uint64_t{1},
+                  caf::error{});
+  writer->request(syncer, infinite, sync_atom::value, uint64_t{1},
+                  replica_answer{});
+  sched.run();
+  CAF_CHECK_EQUAL(code_of(next_error(writer)), code(errc::storage_failed));
+  CAF_CHECK_EQUAL(code_of(next_error(writer)), code(errc::storage_failed));
 }
 
 CAF_TEST(a stale session in a group fails alone and the others commit) {
