@@ -1505,6 +1505,49 @@ CAF_TEST(a request answered from a finished sync leaves none waiting before it u
   }
 }
 
+CAF_TEST(a write or a delta answered from a finished sync leaves none waiting before it unsynced) {
+  session_persister_options options;
+  options.io_workers = 1;
+  start(options);
+  auto syncer = syncer_after_a_synced_group();
+  // As above, with the late request a write, then (once all is answered)
+  // a delta, of group 1: each answered from the sync that covered it,
+  // after a request for a later group parked before it, which must still
+  // get its sync.
+  scoped_actor asker{sys};
+  auto parked_then_late = [&](uint64_t later_group, auto late_request,
+                              auto is_late_answer) {
+    asker->request(syncer, infinite, sync_atom::value, later_group);
+    late_request();
+    sched.run();
+    int parked = 0;
+    int late = 0;
+    for (int i = 0; i < 2; ++i) {
+      auto reply = next_message(asker);
+      if (reply.match_elements<ok_atom, uint64_t>())
+        ++parked;
+      else if (is_late_answer(reply))
+        ++late;
+    }
+    CAF_CHECK_EQUAL(parked, 1);
+    CAF_CHECK_EQUAL(late, 1);
+  };
+  parked_then_late(
+    5,
+    [&] {
+      asker->request(syncer, infinite, sync_atom::value, uint64_t{1},
+                     caf::error{});
+    },
+    [](message& reply) { return reply.match_elements<ok_atom>(); });
+  parked_then_late(
+    6,
+    [&] {
+      asker->request(syncer, infinite, sync_atom::value, uint64_t{1},
+                     replica_answer{});
+    },
+    [](message& reply) { return reply.match_elements<replica_answer>(); });
+}
+
 CAF_TEST(a refused write handed over after the sync of its group gets its refusal) {
   session_persister_options options;
   options.io_workers = 1;
