@@ -21,6 +21,11 @@
 //   groups of 64 without fsync, the CPU ceiling of WAL and memtable for this
 //   payload (`vs_limit`); measured before the two designs and after them,
 //   the mean of the two the ceiling;
+// - paired limit: limit's writes on two threads at once, a database each:
+//   one thread's rate and the CPU per write while both cores work
+//   (`paired_limit_vs_limit`, `paired_limit_cpu_vs_limit`), what this host
+//   takes from one core while the other is busy too; `vs_paired_limit` is
+//   the persister's rate over one such thread's;
 // - durable limit: limit's writes with a second thread syncing the WAL
 //   behind them, the writer never waiting (`vs_durable_limit`): the
 //   ceiling of any design that syncs while it writes (limit's WAL stays in
@@ -191,6 +196,32 @@ rate measure_limit(const bench_config& cfg) {
     groups.write_one(*fresh.db, cfg.sessions, "limit");
   return {groups.writes / seconds_since(start),
           (bench::own_cpu_seconds() - cpu_before) * 1e6 / groups.writes};
+}
+
+/// `limit` on both cores at once: two threads, each writing limit's groups
+/// into a database of its own. Its rate is one thread's (the mean of the
+/// two), its CPU time per write the process's over both threads' writes.
+/// Beside `limit` it shows what one core loses on this host while the other
+/// works too; the persister's I/O thread writes while CAF's worker runs.
+rate measure_paired_limit(const bench_config& cfg) {
+  fresh_db first{cfg.dir};
+  fresh_db second{cfg.dir};
+  limit_groups first_groups;
+  limit_groups second_groups;
+  second_groups.rng.seed(13);
+  auto start = clock_type::now();
+  auto cpu_before = bench::own_cpu_seconds();
+  auto write_until_deadline = [&](fresh_db& fresh, limit_groups& groups) {
+    while (seconds_since(start) < cfg.seconds)
+      groups.write_one(*fresh.db, cfg.sessions, "paired limit");
+  };
+  std::thread other{[&] { write_until_deadline(second, second_groups); }};
+  write_until_deadline(first, first_groups);
+  other.join();
+  auto elapsed = seconds_since(start);
+  auto writes = first_groups.writes + second_groups.writes;
+  return {writes / 2.0 / elapsed,
+          (bench::own_cpu_seconds() - cpu_before) * 1e6 / writes};
 }
 
 /// A thread that syncs the WAL behind a writer that never waits for it:
@@ -647,6 +678,11 @@ int main(int argc, char** argv) {
   std::printf("limit: %.0f session writes/s (groups of 64, no fsync), %.1f "
               "us CPU each\n",
               limit_before.per_s, limit_before.cpu_us_per_op);
+  auto paired = measure_paired_limit(cfg);
+  std::printf("paired limit: %.0f session writes/s on each of two threads "
+              "(limit's writes, both at once, a database each), %.1f us CPU "
+              "each\n",
+              paired.per_s, paired.cpu_us_per_op);
   auto straight = measure_straight_to_io(sys, cfg);
   std::printf("straight to an I/O actor: %.0f writes/s (the same clients, "
               "no persister, no writers), %.1f us CPU each\n",
@@ -702,6 +738,12 @@ int main(int argc, char** argv) {
      {std::round(limit_before.per_s), std::round(limit_after.per_s)}},
     {"limit_cpu_us_per_write", round1(limit.cpu_us_per_op)},
     {"vs_limit", round2(ours.persists_per_s / limit.per_s)},
+    {"paired_limit_writes_per_s", std::round(paired.per_s)},
+    {"paired_limit_cpu_us_per_write", round1(paired.cpu_us_per_op)},
+    {"paired_limit_vs_limit", round2(paired.per_s / limit.per_s)},
+    {"paired_limit_cpu_vs_limit",
+     round2(paired.cpu_us_per_op / limit.cpu_us_per_op)},
+    {"vs_paired_limit", round2(ours.persists_per_s / paired.per_s)},
     {"durable_limit_writes_per_s", std::round(durable.per_s)},
     {"durable_limit_cpu_us_per_write", round1(durable.cpu_us_per_op)},
     {"durable_limit_syncs_per_s", std::round(durable.syncs_per_s)},
