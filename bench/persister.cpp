@@ -187,40 +187,36 @@ struct limit_groups {
   }
 };
 
-rate measure_limit(const bench_config& cfg) {
-  fresh_db fresh{cfg.dir};
-  limit_groups groups;
+/// `limit`'s writes from `threads` threads at once, each into a database
+/// of its own, for the time box. The rate is one thread's (the mean), the
+/// CPU time per write the process's over all their writes. One thread is
+/// `limit`; two are the paired limit, both cores at once: beside `limit`
+/// it shows what one core loses on this host while the other works too,
+/// as the persister's I/O thread writes while CAF's worker runs.
+rate measure_limit(const bench_config& cfg, std::size_t threads = 1) {
+  std::vector<std::unique_ptr<fresh_db>> dbs;
+  std::vector<limit_groups> groups(threads);
+  for (std::size_t i = 0; i < threads; ++i) {
+    dbs.push_back(std::make_unique<fresh_db>(cfg.dir));
+    groups[i].rng.seed(11 + 2 * i);
+  }
   auto start = clock_type::now();
   auto cpu_before = bench::own_cpu_seconds();
-  while (seconds_since(start) < cfg.seconds)
-    groups.write_one(*fresh.db, cfg.sessions, "limit");
-  return {groups.writes / seconds_since(start),
-          (bench::own_cpu_seconds() - cpu_before) * 1e6 / groups.writes};
-}
-
-/// `limit` on both cores at once: two threads, each writing limit's groups
-/// into a database of its own. Its rate is one thread's (the mean of the
-/// two), its CPU time per write the process's over both threads' writes.
-/// Beside `limit` it shows what one core loses on this host while the other
-/// works too; the persister's I/O thread writes while CAF's worker runs.
-rate measure_paired_limit(const bench_config& cfg) {
-  fresh_db first{cfg.dir};
-  fresh_db second{cfg.dir};
-  limit_groups first_groups;
-  limit_groups second_groups;
-  second_groups.rng.seed(13);
-  auto start = clock_type::now();
-  auto cpu_before = bench::own_cpu_seconds();
-  auto write_until_deadline = [&](fresh_db& fresh, limit_groups& groups) {
+  auto write_until_deadline = [&](std::size_t i) {
     while (seconds_since(start) < cfg.seconds)
-      groups.write_one(*fresh.db, cfg.sessions, "paired limit");
+      groups[i].write_one(*dbs[i]->db, cfg.sessions, "limit");
   };
-  std::thread other{[&] { write_until_deadline(second, second_groups); }};
-  write_until_deadline(first, first_groups);
-  other.join();
+  std::vector<std::thread> others;
+  for (std::size_t i = 1; i < threads; ++i)
+    others.emplace_back(write_until_deadline, i);
+  write_until_deadline(0);
+  for (auto& other : others)
+    other.join();
   auto elapsed = seconds_since(start);
-  auto writes = first_groups.writes + second_groups.writes;
-  return {writes / 2.0 / elapsed,
+  uint64_t writes = 0;
+  for (const auto& x : groups)
+    writes += x.writes;
+  return {writes / static_cast<double>(threads) / elapsed,
           (bench::own_cpu_seconds() - cpu_before) * 1e6 / writes};
 }
 
@@ -678,7 +674,7 @@ int main(int argc, char** argv) {
   std::printf("limit: %.0f session writes/s (groups of 64, no fsync), %.1f "
               "us CPU each\n",
               limit_before.per_s, limit_before.cpu_us_per_op);
-  auto paired = measure_paired_limit(cfg);
+  auto paired = measure_limit(cfg, 2);
   std::printf("paired limit: %.0f session writes/s on each of two threads "
               "(limit's writes, both at once, a database each), %.1f us CPU "
               "each\n",
