@@ -558,6 +558,13 @@ struct coalesce_result {
   double persists_per_s = 0;
   double cpu_us_per_persist = 0;
   double p99_ms = 0;
+  /// The thread that worked most (the I/O actor's, when it is the
+  /// bottleneck): its share of the wall clock and its CPU time per write;
+  /// the cores the process's other threads kept busy meanwhile.
+  bench::thread_cpu busiest;
+  double busiest_busy = 0;
+  double busiest_cpu_us_per_write = 0;
+  double others_cores = 0;
   session_persister_stats stats;
 };
 
@@ -578,10 +585,16 @@ coalesce_result measure_coalesce(caf::actor_system& sys,
   for (std::size_t i = 0; i < cfg.sessions; ++i)
     handles->push_back(sys.spawn(session_handle, std::string(blob_size, 'b')));
   auto cpu_before = bench::own_cpu_seconds();
+  auto threads_before = bench::threads_cpu_seconds();
   auto [latencies, elapsed] = run_clients(
     sys, cfg, through_persister(service.persister, handles));
   auto cpu = bench::own_cpu_seconds() - cpu_before;
+  auto busiest = bench::busiest_thread(threads_before,
+                                       bench::threads_cpu_seconds());
   coalesce_result result;
+  result.busiest = busiest;
+  result.busiest_busy = busiest.seconds / elapsed;
+  result.others_cores = (cpu - busiest.seconds) / elapsed;
   result.requests = latencies.size();
   result.persists_per_s = latencies.size() / elapsed;
   result.cpu_us_per_persist = cpu * 1e6 / latencies.size();
@@ -590,6 +603,9 @@ coalesce_result measure_coalesce(caf::actor_system& sys,
   self->request(service.persister, std::chrono::minutes{1}, stats_atom::value)
     .receive([&](session_persister_stats& st) { result.stats = st; },
              [](caf::error& err) { check(err, "stats"); });
+  if (result.stats.writes > 0)
+    result.busiest_cpu_us_per_write = busiest.seconds * 1e6
+                                      / result.stats.writes;
   for (auto& handle : *handles)
     self->send_exit(handle, caf::exit_reason::user_shutdown);
   self->send_exit(service.persister, caf::exit_reason::user_shutdown);
@@ -706,6 +722,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(ours.stats.writes),
               static_cast<unsigned long long>(ours.stats.groups),
               static_cast<unsigned long long>(ours.stats.fsyncs), ours.p99_ms);
+  std::printf("busiest thread: %s, busy %.0f%% of the time, %.1f us CPU per "
+              "write; the other threads kept %.2f cores busy\n",
+              ours.busiest.name.c_str(), 100 * ours.busiest_busy,
+              ours.busiest_cpu_us_per_write, ours.others_cores);
   auto fsyncs_per_1000 = ours.requests == 0
                            ? 0.0
                            : 1000.0 * ours.stats.fsyncs / ours.requests;
@@ -729,6 +749,12 @@ int main(int argc, char** argv) {
     {"messages_per_persist", round2(messages)},
     {"p99_persist_ms", round2(ours.p99_ms)},
     {"cpu_us_per_persist", round1(ours.cpu_us_per_persist)},
+    {"busiest_thread", ours.busiest.name},
+    {"busiest_thread_busy", round2(ours.busiest_busy)},
+    {"busiest_thread_cpu_us_per_write", round1(ours.busiest_cpu_us_per_write)},
+    {"busiest_thread_cpu_vs_limit",
+     round2(ours.busiest_cpu_us_per_write / limit.cpu_us_per_op)},
+    {"other_threads_cores", round2(ours.others_cores)},
     {"limit_writes_per_s", std::round(limit.per_s)},
     {"limit_runs_writes_per_s",
      {std::round(limit_before.per_s), std::round(limit_after.per_s)}},
